@@ -1,0 +1,77 @@
+# The single entry point for people and CI. `make` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# Cargo builds live outside the clone so a fresh clone reuses compiled RocksDB.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/weir/target
+export CARGO_TERM_COLOR ?= never
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+SYS_PACKAGES := libclang-dev clang
+EXT_STAMP := $(VENV)/.weir-ext
+RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: sys-deps
+sys-deps: ## Install the system packages the build needs (root, apt-get)
+	@missing=""; for p in $(SYS_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: ci/requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r ci/requirements-dev.txt
+	touch $@
+
+.PHONY: venv
+venv: $(VENV)/.installed ## Create .venv with the pinned Python dependencies
+
+$(EXT_STAMP): $(VENV)/.installed $(RUST_SOURCES) pyproject.toml
+	VIRTUAL_ENV=$(VENV) $(VENV)/bin/maturin develop --release --quiet
+	touch $@
+
+.PHONY: build
+build: sys-deps venv $(EXT_STAMP) ## Build the Rust workspace and install the extension into .venv
+	cargo build --release --workspace --all-targets --quiet
+
+.PHONY: test-rust
+test-rust: sys-deps ## Rust unit, property and integration tests
+	cargo test --release --workspace --quiet
+
+.PHONY: test-python
+test-python: build ## Python tests (pytest), including Spark ones
+	$(PY) -m pytest
+
+.PHONY: test
+test: test-rust test-python ## Every test: what CI runs
+
+.PHONY: demo
+demo: build ## Run the main example: 1M keys, snapshot, restore at another parallelism
+	cargo run --release --quiet -p weir-snapshot --example rescale
+
+.PHONY: bench
+bench: sys-deps ## Criterion benchmarks of the state engine
+	cargo bench -p weir-snapshot -p weir-state -p weir-state-rocksdb
+
+.PHONY: lint
+lint: venv ## clippy, rustfmt check, the no-pyo3 rule, ruff and mypy
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	ci/check-no-pyo3.sh
+	$(VENV)/bin/ruff check python tests ci
+	$(VENV)/bin/mypy --strict python/weir
+
+.PHONY: fmt
+fmt: ## Format Rust and Python sources
+	cargo fmt --all
+	$(VENV)/bin/ruff format python tests ci
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps the shared cargo cache)
+	rm -rf $(VENV) target

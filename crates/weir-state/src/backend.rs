@@ -1,0 +1,128 @@
+//! The contract every keyed state backend fulfils.
+//!
+//! # Epoch versions
+//! Writes happen inside an epoch attempt. A backend keeps the *base* (all
+//! finalized epochs) plus the writes of each newer, not yet final epoch,
+//! stacked in epoch order; reads see the base and every open epoch.
+//! - `begin_epoch(e, a)`: `e` must be newer than the last finalized epoch. Any
+//!   writes of `e` or of later epochs are discarded first, so a new attempt of
+//!   an epoch sees the state as it was before the first attempt. `e` becomes the
+//!   epoch that writes go to.
+//! - `commit_epoch(e, a)`: attempt `a` of `e` finished; its writes are kept but
+//!   no more are accepted until the next `begin_epoch`.
+//! - `finalize_up_to(e)`: every epoch `<= e` becomes part of the base; they must
+//!   all be committed. Idempotent.
+//! - `discard_from(e)`: drops the writes of `e` and every later epoch.
+//!
+//! # Snapshots
+//! `snapshot_sync` is the synchronous part of a snapshot: cheap (no copy of
+//! the data), and only allowed when no epoch is open or committed but not
+//! final, so the view is exactly the base.
+//!
+//! # Restore
+//! `ingest` writes canonical entries straight into the base, before the first
+//! epoch; `weir-snapshot` drives it from snapshot files.
+
+use std::borrow::Cow;
+
+use weir_types::{Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor};
+
+use crate::error::Result;
+use crate::frozen::{FrozenKeyedState, StateEntry};
+use crate::key::StateKey;
+
+/// A registered state of a backend: an index into its descriptor table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StateId(pub u32);
+
+/// Keyed state of one operator subtask.
+///
+/// Every access names its state by the [`StateId`] from
+/// [`register_state`](Self::register_state) and checks the state's kind:
+/// value access on value, reducing and aggregating states; list access on list
+/// states; map access on map states. Keys outside the backend's key-group range
+/// are errors. Values are encoded bytes (see [`weir_types::encode_value`]); the
+/// backend does not decode them.
+pub trait KeyedStateBackend: Send {
+    /// The key groups this backend holds.
+    fn key_group_range(&self) -> KeyGroupRange;
+
+    /// The max parallelism of the state.
+    fn max_parallelism(&self) -> MaxParallelism;
+
+    /// Registers a state, or returns the id of an identical one already
+    /// registered; a different descriptor under the same name is an error.
+    fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId>;
+
+    /// The registered states, indexed by [`StateId`].
+    fn descriptors(&self) -> &[StateDescriptor];
+
+    /// Starts attempt `attempt` of `epoch` (see the module docs).
+    fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()>;
+
+    /// Marks the current attempt of `epoch` as finished.
+    fn commit_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()>;
+
+    /// Folds every epoch `<= epoch` into the base.
+    fn finalize_up_to(&mut self, epoch: Epoch) -> Result<()>;
+
+    /// Drops the writes of `epoch` and every later epoch.
+    fn discard_from(&mut self, epoch: Epoch) -> Result<()>;
+
+    /// The last finalized epoch, if any.
+    fn last_final_epoch(&self) -> Option<Epoch>;
+
+    /// The value of a value, reducing or aggregating state.
+    fn get_value(&mut self, state: StateId, key: StateKey<'_>) -> Result<Option<Cow<'_, [u8]>>>;
+
+    /// Sets the value of a value, reducing or aggregating state.
+    fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> Result<()>;
+
+    /// Removes whatever `state` holds for `key` (any kind).
+    fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()>;
+
+    /// The list payload of a list state (see [`crate::list_items`]); `None`
+    /// when the list is empty.
+    fn get_list(&mut self, state: StateId, key: StateKey<'_>) -> Result<Option<Cow<'_, [u8]>>>;
+
+    /// Appends the items of `payload` (a list payload) to a list state.
+    fn append_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()>;
+
+    /// Replaces a list state's items with those of `payload` (empty clears it).
+    fn replace_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()>;
+
+    /// One entry of a map state.
+    fn map_get(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        user_key: &[u8],
+    ) -> Result<Option<Cow<'_, [u8]>>>;
+
+    /// Sets one entry of a map state.
+    fn map_put(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<()>;
+
+    /// Removes one entry of a map state (absent entries are fine).
+    fn map_remove(&mut self, state: StateId, key: StateKey<'_>, user_key: &[u8]) -> Result<()>;
+
+    /// Visits every entry of a map state for `key` (in no particular order).
+    fn map_for_each(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()>;
+
+    /// The synchronous part of a snapshot (see the module docs).
+    fn snapshot_sync(&mut self) -> Result<Box<dyn FrozenKeyedState>>;
+
+    /// Writes a canonical entry into the base (restore). `entry.state` is an
+    /// id of *this* backend; entries outside the key-group range are errors.
+    fn ingest(&mut self, entry: StateEntry<'_>) -> Result<()>;
+}
