@@ -11,11 +11,13 @@
 //! This crate does no I/O and knows nothing of Python, Spark or storage.
 
 mod backend;
+mod epoch;
 mod error;
 mod frozen;
 mod key;
 
 pub use backend::{KeyedStateBackend, StateId};
+pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
 pub use error::{Result, StateError};
 pub use frozen::{EntryPayload, FrozenKeyedState, StateEntry};
-pub use key::{list_items, push_list_item, StateKey};
+pub use key::{StateKey, list_items, push_list_item};
