@@ -41,7 +41,7 @@ build: sys-deps venv $(EXT_STAMP) ## Build the Rust workspace and install the ex
 	cargo build --release --workspace --all-targets --quiet
 
 .PHONY: test-rust
-test-rust: sys-deps ## Rust unit, property and integration tests
+test-rust: sys-deps venv ## Rust unit, property and integration tests (S3 tests use moto from .venv)
 	cargo test --release --workspace --quiet
 
 .PHONY: test-python
