@@ -1,6 +1,6 @@
 //! How keyed state is addressed, and the canonical list payload.
 
-use weir_types::{read_varint, write_varint, KeyGroup};
+use weir_types::{KeyGroup, read_varint, write_varint};
 
 /// The address of one keyed-state entry: the current key (already encoded, see
 /// [`weir_types::encode_key`]), its key group and a namespace (empty unless

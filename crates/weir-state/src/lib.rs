@@ -14,10 +14,12 @@ mod backend;
 mod epoch;
 mod error;
 mod frozen;
+mod heap;
 mod key;
 
 pub use backend::{KeyedStateBackend, StateId};
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
 pub use error::{Result, StateError};
 pub use frozen::{EntryPayload, FrozenKeyedState, StateEntry};
+pub use heap::HeapKeyedStateBackend;
 pub use key::{StateKey, list_items, push_list_item};

@@ -1,0 +1,514 @@
+//! The heap keyed state backend: all state in memory, in hash tables split per
+//! key group and into bounded buckets shared copy-on-write with snapshots.
+//!
+//! Epoch versions are kept by undo logs: writes go in place, and the first
+//! write of an entry in an epoch saves what it held before (each entry and
+//! each user-map entry carries the epoch of its last write, so later writes in
+//! the same epoch log nothing). `discard_from` replays the logs newest first;
+//! `finalize_up_to` drops them. Reads therefore cost a plain hash lookup.
+//!
+//! This module does not serialize anything (see `weir-snapshot`) and does not
+//! decode values or enforce TTL.
+
+mod data;
+mod frozen;
+mod table;
+mod undo;
+
+use std::borrow::Cow;
+
+use weir_types::{
+    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, TypesError,
+};
+
+use crate::backend::{KeyedStateBackend, StateId};
+use crate::epoch::EpochLog;
+use crate::error::{Result, StateError};
+use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
+use crate::key::StateKey;
+use data::{MapValue, StateData, UserMap};
+use frozen::HeapFrozenState;
+use table::{SlotKey, StateTable};
+use undo::{Undo, UndoTarget};
+
+/// The kind of access an operation makes, checked against the state's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Value,
+    List,
+    Map,
+    Any,
+}
+
+impl Access {
+    fn name(self) -> &'static str {
+        match self {
+            Access::Value => "value",
+            Access::List => "list",
+            Access::Map => "map",
+            Access::Any => "any",
+        }
+    }
+
+    fn allows(self, kind: StateKind) -> bool {
+        match self {
+            Access::Value => matches!(
+                kind,
+                StateKind::Value | StateKind::Reducing | StateKind::Aggregating
+            ),
+            Access::List => kind == StateKind::List,
+            Access::Map => kind == StateKind::Map,
+            Access::Any => true,
+        }
+    }
+}
+
+/// Keyed state of one subtask, held in memory (see the module docs).
+///
+/// Guarantees: reads see the base and every epoch not yet discarded;
+/// [`snapshot_sync`](KeyedStateBackend::snapshot_sync) copies no entry and
+/// its view never changes. Nothing is durable: a crash loses everything not
+/// in a completed snapshot.
+#[derive(Debug)]
+pub struct HeapKeyedStateBackend {
+    max: MaxParallelism,
+    range: KeyGroupRange,
+    descriptors: Vec<StateDescriptor>,
+    data: Vec<StateData>,
+    epochs: EpochLog,
+    /// One undo log per pending epoch of `epochs`, in the same order.
+    undo: Vec<Vec<Undo>>,
+}
+
+impl HeapKeyedStateBackend {
+    /// An empty backend holding `key_group_range`, which must fit in
+    /// `max_parallelism`.
+    pub fn new(max_parallelism: MaxParallelism, key_group_range: KeyGroupRange) -> Result<Self> {
+        if !key_group_range.fits(max_parallelism) {
+            return Err(TypesError::InvalidKeyGroupRange {
+                start: key_group_range.start(),
+                end: key_group_range.end(),
+            }
+            .into());
+        }
+        Ok(Self {
+            max: max_parallelism,
+            range: key_group_range,
+            descriptors: Vec::new(),
+            data: Vec::new(),
+            epochs: EpochLog::new(),
+            undo: Vec::new(),
+        })
+    }
+
+    /// Checks that `state` exists and allows `access`, and that `key_group`
+    /// is in range; returns the key group's index within the range.
+    fn locate(&self, state: StateId, key_group: KeyGroup, access: Access) -> Result<usize> {
+        let d = self
+            .descriptors
+            .get(state.0 as usize)
+            .ok_or(StateError::UnknownState(state))?;
+        if !access.allows(d.kind) {
+            return Err(StateError::WrongKind {
+                name: d.name.clone(),
+                expected: access.name(),
+                actual: d.kind,
+            });
+        }
+        if !self.range.contains(key_group) {
+            return Err(StateError::KeyGroupOutOfRange {
+                key_group,
+                range: self.range,
+            });
+        }
+        Ok((u32::from(key_group.0) - self.range.start()) as usize)
+    }
+
+    fn bytes(&self, state: StateId) -> &StateTable<Vec<u8>> {
+        match &self.data[state.0 as usize] {
+            StateData::Bytes(t) => t,
+            StateData::Map(_) => unreachable!("value and list states hold byte tables"),
+        }
+    }
+
+    fn map(&self, state: StateId) -> &StateTable<UserMap> {
+        match &self.data[state.0 as usize] {
+            StateData::Map(t) => t,
+            StateData::Bytes(_) => unreachable!("map states hold map tables"),
+        }
+    }
+
+    /// Writes a byte entry in the open epoch: `write` gets the payload (empty
+    /// if the entry is new) after what it held before this epoch was logged.
+    fn write_bytes(
+        &mut self,
+        state: StateId,
+        group: usize,
+        key: StateKey<'_>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<()> {
+        let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
+        let StateData::Bytes(table) = &mut self.data[state.0 as usize] else {
+            unreachable!("value and list states hold byte tables");
+        };
+        let (slot, inserted) =
+            table.get_or_insert(group, SlotKey::new(key.key, key.namespace), Vec::new);
+        if inserted || slot.tag != Some(epoch) {
+            log.push(Undo::Bytes {
+                target: UndoTarget {
+                    state: state.0 as usize,
+                    group,
+                    key: slot.owned_key(),
+                },
+                old: (!inserted).then(|| (slot.payload.clone(), slot.tag)),
+            });
+        }
+        slot.tag = Some(epoch);
+        write(&mut slot.payload);
+        Ok(())
+    }
+
+    /// Removes a whole entry in the open epoch, logging what it held.
+    fn remove_entry(&mut self, state: StateId, group: usize, key: StateKey<'_>) -> Result<()> {
+        let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
+        let k = SlotKey::new(key.key, key.namespace);
+        let target = |key| UndoTarget {
+            state: state.0 as usize,
+            group,
+            key,
+        };
+        match &mut self.data[state.0 as usize] {
+            StateData::Bytes(table) => {
+                if let Some(slot) = table.remove(group, k)
+                    && slot.tag != Some(epoch)
+                {
+                    log.push(Undo::Bytes {
+                        target: target(slot.owned_key()),
+                        old: Some((slot.payload, slot.tag)),
+                    });
+                }
+            }
+            StateData::Map(table) => {
+                // User entries carry their own tags, so the whole map is
+                // logged whatever the entry's tag says; it is a move.
+                if let Some(slot) = table.remove(group, k) {
+                    log.push(Undo::Map {
+                        target: target(slot.owned_key()),
+                        old: Some((slot.payload, slot.tag)),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the discard decision's undo logs, newest first.
+    fn discard(&mut self, count: usize) {
+        for _ in 0..count {
+            let log = self.undo.pop().expect("each pending epoch has an undo log");
+            for record in log.into_iter().rev() {
+                record.apply(&mut self.data);
+            }
+        }
+    }
+}
+
+/// The open epoch and its undo log (a function of two fields, so callers can
+/// borrow the tables beside it).
+fn open_log<'a>(
+    epochs: &EpochLog,
+    undo: &'a mut [Vec<Undo>],
+) -> Result<(Epoch, &'a mut Vec<Undo>)> {
+    let epoch = epochs.write_epoch()?;
+    let log = undo.last_mut().expect("an open epoch has an undo log");
+    Ok((epoch, log))
+}
+
+impl KeyedStateBackend for HeapKeyedStateBackend {
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn max_parallelism(&self) -> MaxParallelism {
+        self.max
+    }
+
+    fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId> {
+        if let Some(i) = self
+            .descriptors
+            .iter()
+            .position(|d| d.name == descriptor.name)
+        {
+            let existing = &self.descriptors[i];
+            if existing == descriptor {
+                return Ok(StateId(i as u32));
+            }
+            return Err(StateError::DuplicateState {
+                name: descriptor.name.clone(),
+                existing: format!("{} state of {}", existing.kind, existing.value_type),
+            });
+        }
+        let id = StateId(self.descriptors.len() as u32);
+        self.data
+            .push(StateData::new(descriptor.kind, self.range.len() as usize));
+        self.descriptors.push(descriptor.clone());
+        Ok(id)
+    }
+
+    fn descriptors(&self) -> &[StateDescriptor] {
+        &self.descriptors
+    }
+
+    fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
+        let decision = self.epochs.begin(epoch, attempt)?;
+        self.discard(decision.epochs.len());
+        self.undo.push(Vec::new());
+        Ok(())
+    }
+
+    fn commit_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
+        self.epochs.commit(epoch, attempt)
+    }
+
+    fn finalize_up_to(&mut self, epoch: Epoch) -> Result<()> {
+        let decision = self.epochs.finalize_up_to(epoch)?;
+        self.undo.drain(..decision.epochs.len());
+        Ok(())
+    }
+
+    fn discard_from(&mut self, epoch: Epoch) -> Result<()> {
+        let decision = self.epochs.discard_from(epoch)?;
+        self.discard(decision.epochs.len());
+        Ok(())
+    }
+
+    fn last_final_epoch(&self) -> Option<Epoch> {
+        self.epochs.last_final()
+    }
+
+    fn get_value(&mut self, state: StateId, key: StateKey<'_>) -> Result<Option<Cow<'_, [u8]>>> {
+        let group = self.locate(state, key.key_group, Access::Value)?;
+        let slot = self
+            .bytes(state)
+            .get(group, SlotKey::new(key.key, key.namespace));
+        Ok(slot.map(|s| Cow::Borrowed(s.payload.as_slice())))
+    }
+
+    fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Value)?;
+        self.write_bytes(state, group, key, |payload| {
+            payload.clear();
+            payload.extend_from_slice(value);
+        })
+    }
+
+    fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Any)?;
+        self.remove_entry(state, group, key)
+    }
+
+    fn get_list(&mut self, state: StateId, key: StateKey<'_>) -> Result<Option<Cow<'_, [u8]>>> {
+        let group = self.locate(state, key.key_group, Access::List)?;
+        let slot = self
+            .bytes(state)
+            .get(group, SlotKey::new(key.key, key.namespace));
+        Ok(slot.map(|s| Cow::Borrowed(s.payload.as_slice())))
+    }
+
+    fn append_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::List)?;
+        if payload.is_empty() {
+            // Still a write: it needs an open epoch.
+            return self.epochs.write_epoch().map(|_| ());
+        }
+        self.write_bytes(state, group, key, |items| items.extend_from_slice(payload))
+    }
+
+    fn replace_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::List)?;
+        if payload.is_empty() {
+            return self.remove_entry(state, group, key);
+        }
+        self.write_bytes(state, group, key, |items| {
+            items.clear();
+            items.extend_from_slice(payload);
+        })
+    }
+
+    fn map_get(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        user_key: &[u8],
+    ) -> Result<Option<Cow<'_, [u8]>>> {
+        let group = self.locate(state, key.key_group, Access::Map)?;
+        let slot = self
+            .map(state)
+            .get(group, SlotKey::new(key.key, key.namespace));
+        Ok(slot
+            .and_then(|s| s.payload.get(user_key))
+            .map(|v| Cow::Borrowed(v.value.as_slice())))
+    }
+
+    fn map_put(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Map)?;
+        let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
+        let StateData::Map(table) = &mut self.data[state.0 as usize] else {
+            unreachable!("map states hold map tables");
+        };
+        let (slot, inserted) = table.get_or_insert(
+            group,
+            SlotKey::new(key.key, key.namespace),
+            UserMap::default,
+        );
+        let target = || UndoTarget {
+            state: state.0 as usize,
+            group,
+            key: slot.owned_key(),
+        };
+        // A new map is undone whole, which covers its user entries too.
+        let record = match slot.payload.get(user_key) {
+            _ if inserted => Some(Undo::Map {
+                target: target(),
+                old: None,
+            }),
+            Some(v) if v.tag == Some(epoch) => None,
+            old => Some(Undo::MapEntry {
+                target: target(),
+                user_key: user_key.into(),
+                old: old.cloned(),
+            }),
+        };
+        log.extend(record);
+        slot.tag = Some(epoch);
+        match slot.payload.get_mut(user_key) {
+            Some(v) => {
+                v.value.clear();
+                v.value.extend_from_slice(value);
+                v.tag = Some(epoch);
+            }
+            None => {
+                slot.payload.insert(
+                    user_key.into(),
+                    MapValue {
+                        value: value.to_vec(),
+                        tag: Some(epoch),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn map_remove(&mut self, state: StateId, key: StateKey<'_>, user_key: &[u8]) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Map)?;
+        let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
+        let StateData::Map(table) = &mut self.data[state.0 as usize] else {
+            unreachable!("map states hold map tables");
+        };
+        let k = SlotKey::new(key.key, key.namespace);
+        // Look before writing so a no-op copies no bucket a snapshot shares.
+        if !table
+            .get(group, k)
+            .is_some_and(|s| s.payload.contains_key(user_key))
+        {
+            return Ok(());
+        }
+        let slot = table.get_mut(group, k).expect("the entry was just found");
+        let target = UndoTarget {
+            state: state.0 as usize,
+            group,
+            key: slot.owned_key(),
+        };
+        if let Some((user_key, old)) = slot.payload.remove_entry(user_key)
+            && old.tag != Some(epoch)
+        {
+            log.push(Undo::MapEntry {
+                target,
+                user_key,
+                old: Some(old),
+            });
+        }
+        if slot.payload.is_empty()
+            && let Some(slot) = table.remove(group, k)
+        {
+            log.push(Undo::Map {
+                target: UndoTarget {
+                    state: state.0 as usize,
+                    group,
+                    key: slot.owned_key(),
+                },
+                old: Some((slot.payload, slot.tag)),
+            });
+        }
+        Ok(())
+    }
+
+    fn map_for_each(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Map)?;
+        if let Some(slot) = self
+            .map(state)
+            .get(group, SlotKey::new(key.key, key.namespace))
+        {
+            for (user_key, v) in &slot.payload {
+                visit(user_key, &v.value);
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_sync(&mut self) -> Result<Box<dyn FrozenKeyedState>> {
+        self.epochs.check_all_final()?;
+        Ok(Box::new(HeapFrozenState::new(
+            &self.descriptors,
+            self.range,
+            self.max,
+            &self.data,
+        )))
+    }
+
+    fn ingest(&mut self, entry: StateEntry<'_>) -> Result<()> {
+        self.epochs.check_all_final()?;
+        let access = match entry.payload {
+            EntryPayload::Value(_) => Access::Value,
+            EntryPayload::List(_) => Access::List,
+            EntryPayload::MapEntry { .. } => Access::Map,
+        };
+        let group = self.locate(entry.state, entry.key_group, access)?;
+        let k = SlotKey::new(entry.key, entry.namespace);
+        match (&mut self.data[entry.state.0 as usize], entry.payload) {
+            (StateData::Bytes(table), EntryPayload::Value(value)) => {
+                table.set(group, k, value.to_vec(), None);
+            }
+            (StateData::Bytes(table), EntryPayload::List(items)) => {
+                if !items.is_empty() {
+                    let (slot, _) = table.get_or_insert(group, k, Vec::new);
+                    slot.payload.extend_from_slice(items);
+                }
+            }
+            (StateData::Map(table), EntryPayload::MapEntry { user_key, value }) => {
+                let (slot, _) = table.get_or_insert(group, k, UserMap::default);
+                slot.payload.insert(
+                    user_key.into(),
+                    MapValue {
+                        value: value.to_vec(),
+                        tag: None,
+                    },
+                );
+            }
+            _ => unreachable!("the access check matched the payload to the table"),
+        }
+        Ok(())
+    }
+}

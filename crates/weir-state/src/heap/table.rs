@@ -1,0 +1,352 @@
+//! The heap backend's storage for one state: entries split per key group and,
+//! within a key group, into hash buckets of bounded size, each behind an
+//! [`Arc`] so a snapshot shares them and the first write after it copies only
+//! the bucket it touches (copy-on-write, B1).
+//!
+//! This module knows nothing of epochs or state kinds: it stores a payload `P`
+//! and an epoch tag per (key, namespace) and leaves their meaning to the
+//! backend.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
+use weir_types::Epoch;
+
+/// Entries per bucket above which a key group doubles its bucket count; it
+/// bounds what the first write after a snapshot copies.
+const MAX_BUCKET_LEN: usize = 1024;
+
+/// The hash seed: fixed, so bucket layouts are reproducible across runs.
+const HASH_SEED: u64 = 0x5745_4952_5354_4154;
+
+/// The address of an entry within a state, with its hash computed once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotKey<'a> {
+    key: &'a [u8],
+    namespace: &'a [u8],
+    hash: u64,
+}
+
+impl<'a> SlotKey<'a> {
+    /// Hashes `key` and `namespace` (length-prefixed, so the split between
+    /// them is part of the identity).
+    pub(crate) fn new(key: &'a [u8], namespace: &'a [u8]) -> Self {
+        let hash = FixedState::with_seed(HASH_SEED).hash_one((key, namespace));
+        Self {
+            key,
+            namespace,
+            hash,
+        }
+    }
+}
+
+/// One entry: its key and namespace (concatenated in one allocation), the
+/// payload, and the epoch of its last write (`None` for restored entries).
+#[derive(Debug, Clone)]
+pub(crate) struct Slot<P> {
+    bytes: Box<[u8]>,
+    key_len: u32,
+    hash: u64,
+    /// The stored data.
+    pub(crate) payload: P,
+    /// The epoch that last wrote the entry; `None` when it came from a restore.
+    pub(crate) tag: Option<Epoch>,
+}
+
+impl<P> Slot<P> {
+    fn new(k: SlotKey<'_>, payload: P, tag: Option<Epoch>) -> Self {
+        let mut bytes = Vec::with_capacity(k.key.len() + k.namespace.len());
+        bytes.extend_from_slice(k.key);
+        bytes.extend_from_slice(k.namespace);
+        Self {
+            bytes: bytes.into_boxed_slice(),
+            // Keys longer than 4 GiB cannot reach here: they come from Arrow
+            // rows and Python values, far below that.
+            key_len: u32::try_from(k.key.len()).expect("keys are shorter than 4 GiB"),
+            hash: k.hash,
+            payload,
+            tag,
+        }
+    }
+
+    /// The encoded key.
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len as usize]
+    }
+
+    /// The encoded namespace.
+    pub(crate) fn namespace(&self) -> &[u8] {
+        &self.bytes[self.key_len as usize..]
+    }
+
+    /// The address of this entry, to find it again later (undo logs).
+    pub(crate) fn owned_key(&self) -> OwnedSlotKey {
+        OwnedSlotKey {
+            bytes: self.bytes.clone(),
+            key_len: self.key_len,
+            hash: self.hash,
+        }
+    }
+
+    fn matches(&self, k: SlotKey<'_>) -> bool {
+        self.hash == k.hash && self.key() == k.key && self.namespace() == k.namespace
+    }
+}
+
+/// A [`SlotKey`] that owns its bytes (kept in undo logs).
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedSlotKey {
+    bytes: Box<[u8]>,
+    key_len: u32,
+    hash: u64,
+}
+
+impl OwnedSlotKey {
+    /// Borrows it as a lookup key.
+    pub(crate) fn as_key(&self) -> SlotKey<'_> {
+        let (key, namespace) = self.bytes.split_at(self.key_len as usize);
+        SlotKey {
+            key,
+            namespace,
+            hash: self.hash,
+        }
+    }
+}
+
+type Bucket<P> = HashTable<Slot<P>>;
+
+/// The entries of one key group of one state.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupTable<P> {
+    /// A power-of-two number of buckets, chosen by hash bits 32.. (hashbrown
+    /// uses the low bits and the top 7 inside a bucket).
+    buckets: Vec<Arc<Bucket<P>>>,
+    len: usize,
+}
+
+impl<P: Clone> GroupTable<P> {
+    fn new() -> Self {
+        Self {
+            buckets: vec![Arc::new(HashTable::new())],
+            len: 0,
+        }
+    }
+
+    fn bucket_index(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & (self.buckets.len() - 1)
+    }
+
+    fn get(&self, k: SlotKey<'_>) -> Option<&Slot<P>> {
+        self.buckets[self.bucket_index(k.hash)].find(k.hash, |s| s.matches(k))
+    }
+
+    /// The bucket of `k`, copied first if a snapshot shares it.
+    fn bucket_mut(&mut self, hash: u64) -> &mut Bucket<P> {
+        let i = self.bucket_index(hash);
+        Arc::make_mut(&mut self.buckets[i])
+    }
+
+    /// Doubles the bucket count, moving (or, for buckets a snapshot shares,
+    /// copying) every entry to its new bucket.
+    fn split(&mut self) {
+        let old = std::mem::take(&mut self.buckets);
+        let count = old.len() * 2;
+        let mut tables: Vec<Bucket<P>> = (0..count).map(|_| HashTable::new()).collect();
+        for bucket in old {
+            for slot in Arc::unwrap_or_clone(bucket) {
+                let i = (slot.hash >> 32) as usize & (count - 1);
+                tables[i].insert_unique(slot.hash, slot, |s| s.hash);
+            }
+        }
+        self.buckets = tables.into_iter().map(Arc::new).collect();
+    }
+
+    /// Iterates over every entry.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Slot<P>> {
+        self.buckets.iter().flat_map(|b| b.iter())
+    }
+}
+
+/// All the entries of one state: one [`GroupTable`] per key group of the
+/// backend's range, each shared with snapshots through an [`Arc`].
+#[derive(Debug, Clone)]
+pub(crate) struct StateTable<P> {
+    groups: Vec<Arc<GroupTable<P>>>,
+}
+
+impl<P: Clone> StateTable<P> {
+    /// An empty table for `key_groups` key groups.
+    pub(crate) fn new(key_groups: usize) -> Self {
+        Self {
+            groups: (0..key_groups)
+                .map(|_| Arc::new(GroupTable::new()))
+                .collect(),
+        }
+    }
+
+    /// The entry at `k` in key group index `group`.
+    pub(crate) fn get(&self, group: usize, k: SlotKey<'_>) -> Option<&Slot<P>> {
+        self.groups[group].get(k)
+    }
+
+    /// The entry at `k` for writing (copy-on-write).
+    pub(crate) fn get_mut(&mut self, group: usize, k: SlotKey<'_>) -> Option<&mut Slot<P>> {
+        let g = Arc::make_mut(&mut self.groups[group]);
+        g.bucket_mut(k.hash).find_mut(k.hash, |s| s.matches(k))
+    }
+
+    /// The entry at `k`, inserted with `make()` and tag `None` if absent;
+    /// the flag says whether it was inserted.
+    pub(crate) fn get_or_insert(
+        &mut self,
+        group: usize,
+        k: SlotKey<'_>,
+        make: impl FnOnce() -> P,
+    ) -> (&mut Slot<P>, bool) {
+        let g = self.group_for_insert(group);
+        let i = g.bucket_index(k.hash);
+        // Borrow the bucket and the count apart: a vacant entry updates both.
+        let bucket = Arc::make_mut(&mut g.buckets[i]);
+        match bucket.entry(k.hash, |s| s.matches(k), |s| s.hash) {
+            Entry::Occupied(o) => (o.into_mut(), false),
+            Entry::Vacant(v) => {
+                g.len += 1;
+                (v.insert(Slot::new(k, make(), None)).into_mut(), true)
+            }
+        }
+    }
+
+    /// Inserts or replaces the entry at `k` with `payload` and `tag`.
+    pub(crate) fn set(&mut self, group: usize, k: SlotKey<'_>, payload: P, tag: Option<Epoch>) {
+        let g = self.group_for_insert(group);
+        let i = g.bucket_index(k.hash);
+        // Borrow the bucket and the count apart: a vacant entry updates both.
+        let bucket = Arc::make_mut(&mut g.buckets[i]);
+        match bucket.entry(k.hash, |s| s.matches(k), |s| s.hash) {
+            Entry::Occupied(mut o) => {
+                let slot = o.get_mut();
+                slot.payload = payload;
+                slot.tag = tag;
+            }
+            Entry::Vacant(v) => {
+                g.len += 1;
+                v.insert(Slot::new(k, payload, tag));
+            }
+        }
+    }
+
+    /// Key group `group` for writing, split first if it may grow past its
+    /// bucket bound.
+    fn group_for_insert(&mut self, group: usize) -> &mut GroupTable<P> {
+        let g = Arc::make_mut(&mut self.groups[group]);
+        if g.len >= g.buckets.len() * MAX_BUCKET_LEN {
+            g.split();
+        }
+        g
+    }
+
+    /// Removes and returns the entry at `k`.
+    pub(crate) fn remove(&mut self, group: usize, k: SlotKey<'_>) -> Option<Slot<P>> {
+        // Look first so a miss copies nothing a snapshot shares.
+        self.get(group, k)?;
+        let g = Arc::make_mut(&mut self.groups[group]);
+        let slot = g
+            .bucket_mut(k.hash)
+            .find_entry(k.hash, |s| s.matches(k))
+            .ok()
+            .map(|o| o.remove().0);
+        g.len -= usize::from(slot.is_some());
+        slot
+    }
+
+    /// Shares every key group with a snapshot (no entry is copied).
+    pub(crate) fn share(&self) -> Vec<Arc<GroupTable<P>>> {
+        self.groups.clone()
+    }
+
+    /// The number of entries.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.groups.iter().map(|g| g.len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> Vec<u8> {
+        i.to_le_bytes().to_vec()
+    }
+
+    #[test]
+    fn key_and_namespace_boundary_is_part_of_identity() {
+        let mut t = StateTable::<u8>::new(1);
+        t.get_or_insert(0, SlotKey::new(b"ab", b"c"), || 1);
+        t.get_or_insert(0, SlotKey::new(b"a", b"bc"), || 2);
+        assert_eq!(t.len(), 2);
+        let s = t.get(0, SlotKey::new(b"ab", b"c")).expect("present");
+        assert_eq!(
+            (s.key(), s.namespace(), s.payload),
+            (&b"ab"[..], &b"c"[..], 1)
+        );
+    }
+
+    #[test]
+    fn groups_split_and_keep_every_entry() {
+        let mut t = StateTable::<u32>::new(1);
+        let n = MAX_BUCKET_LEN as u32 * 5;
+        for i in 0..n {
+            let (s, inserted) = t.get_or_insert(0, SlotKey::new(&key(i), b""), || i);
+            assert!(inserted);
+            assert_eq!(s.payload, i);
+        }
+        assert!(t.groups[0].buckets.len() >= 4);
+        assert_eq!(t.len(), n as usize);
+        for i in 0..n {
+            let k = key(i);
+            assert_eq!(t.get(0, SlotKey::new(&k, b"")).map(|s| s.payload), Some(i));
+        }
+        assert!(
+            t.groups[0]
+                .buckets
+                .iter()
+                .all(|b| b.len() <= MAX_BUCKET_LEN * 2)
+        );
+    }
+
+    #[test]
+    fn shared_groups_do_not_see_later_writes() {
+        let mut t = StateTable::<u32>::new(2);
+        for i in 0..3000 {
+            t.get_or_insert((i % 2) as usize, SlotKey::new(&key(i), b""), || i);
+        }
+        let shared = t.share();
+        let k7 = key(7);
+        let k8 = key(8);
+        t.get_mut(1, SlotKey::new(&k7, b""))
+            .expect("present")
+            .payload = 70;
+        t.remove(0, SlotKey::new(&k8, b""));
+        for i in 3000..6000 {
+            t.get_or_insert((i % 2) as usize, SlotKey::new(&key(i), b""), || i);
+        }
+        let view = |g: usize, k: &[u8]| shared[g].get(SlotKey::new(k, b"")).map(|s| s.payload);
+        assert_eq!(view(1, &k7), Some(7));
+        assert_eq!(view(0, &k8), Some(8));
+        assert_eq!(shared.iter().map(|g| g.iter().count()).sum::<usize>(), 3000);
+        assert_eq!(t.len(), 5999);
+    }
+
+    #[test]
+    fn remove_of_absent_entry_copies_nothing() {
+        let mut t = StateTable::<u32>::new(1);
+        t.get_or_insert(0, SlotKey::new(b"a", b""), || 1);
+        let shared = t.share();
+        assert!(t.remove(0, SlotKey::new(b"b", b"")).is_none());
+        assert!(Arc::ptr_eq(&shared[0], &t.groups[0]));
+    }
+}

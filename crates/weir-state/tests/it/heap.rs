@@ -1,0 +1,428 @@
+//! The heap backend against the trait contract: epochs, copy-on-write
+//! snapshots, kind / range / duplicate errors and restore.
+
+use std::collections::BTreeMap;
+
+use weir_state::{
+    EntryPayload, FrozenKeyedState, HeapKeyedStateBackend, KeyedStateBackend, StateError, StateId,
+    StateKey, push_list_item,
+};
+use weir_types::{
+    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, ValueType,
+};
+
+const VALUE: StateId = StateId(0);
+const LIST: StateId = StateId(1);
+const MAP: StateId = StateId(2);
+const SUM: StateId = StateId(3);
+
+fn backend() -> HeapKeyedStateBackend {
+    let max = MaxParallelism::new(8).expect("valid max");
+    let range = KeyGroupRange::new(2, 6).expect("valid range");
+    let mut b = HeapKeyedStateBackend::new(max, range).expect("range fits");
+    for d in [
+        StateDescriptor::new("count", StateKind::Value, ValueType::Int64),
+        StateDescriptor::new("events", StateKind::List, ValueType::Utf8),
+        StateDescriptor::map("by_tag", ValueType::Utf8, ValueType::Int64),
+        StateDescriptor::new("sum", StateKind::Reducing, ValueType::Int64),
+    ] {
+        b.register_state(&d.expect("valid descriptor"))
+            .expect("registers");
+    }
+    b
+}
+
+fn key(k: &[u8]) -> StateKey<'_> {
+    StateKey::new(KeyGroup(2 + (k[0] % 4) as u16), k)
+}
+
+fn list(items: &[&str]) -> Vec<u8> {
+    let mut p = Vec::new();
+    for i in items {
+        push_list_item(i.as_bytes(), &mut p);
+    }
+    p
+}
+
+fn begin(b: &mut HeapKeyedStateBackend, e: u64, a: u32) {
+    b.begin_epoch(Epoch(e), Attempt(a)).expect("begins");
+}
+
+fn commit_final(b: &mut HeapKeyedStateBackend, e: u64, a: u32) {
+    b.commit_epoch(Epoch(e), Attempt(a)).expect("commits");
+    b.finalize_up_to(Epoch(e)).expect("finalizes");
+}
+
+fn value(b: &mut HeapKeyedStateBackend, k: &[u8]) -> Option<Vec<u8>> {
+    b.get_value(VALUE, key(k))
+        .expect("reads")
+        .map(|v| v.into_owned())
+}
+
+fn map_entries(b: &mut HeapKeyedStateBackend, k: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    b.map_for_each(MAP, key(k), &mut |uk, v| {
+        out.insert(uk.to_vec(), v.to_vec());
+    })
+    .expect("iterates");
+    out
+}
+
+type Dump = BTreeMap<(u32, u16, Vec<u8>, Vec<u8>), Vec<(Option<Vec<u8>>, Vec<u8>)>>;
+
+/// Every entry of a view, sorted, with map entries as (Some(user key), value).
+fn dump(view: &dyn FrozenKeyedState) -> Dump {
+    let mut out = Dump::new();
+    for kg in view.key_group_range().iter() {
+        view.for_each_entry(kg, &mut |e| {
+            let (uk, v) = match e.payload {
+                EntryPayload::Value(v) | EntryPayload::List(v) => (None, v.to_vec()),
+                EntryPayload::MapEntry { user_key, value } => {
+                    (Some(user_key.to_vec()), value.to_vec())
+                }
+            };
+            let at = (
+                e.state.0,
+                e.key_group.0,
+                e.key.to_vec(),
+                e.namespace.to_vec(),
+            );
+            out.entry(at).or_default().push((uk, v));
+            Ok(())
+        })
+        .expect("visits");
+    }
+    for entries in out.values_mut() {
+        entries.sort();
+    }
+    out
+}
+
+/// Writes one entry of every kind for each of `keys`.
+fn fill(b: &mut HeapKeyedStateBackend, keys: &[&[u8]], tag: &str) {
+    for k in keys {
+        b.put_value(VALUE, key(k), tag.as_bytes()).expect("puts");
+        b.append_list(LIST, key(k), &list(&[tag])).expect("appends");
+        b.map_put(MAP, key(k), tag.as_bytes(), tag.as_bytes())
+            .expect("map puts");
+    }
+}
+
+#[test]
+fn retry_sees_state_before_first_attempt() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    fill(&mut b, &[b"a", b"b"], "v1");
+    commit_final(&mut b, 1, 0);
+
+    begin(&mut b, 2, 0);
+    b.put_value(VALUE, key(b"a"), b"v2").expect("puts");
+    b.put_value(VALUE, key(b"a"), b"v2b").expect("puts again");
+    b.put_value(VALUE, key(b"c"), b"new").expect("puts");
+    b.clear(VALUE, key(b"b")).expect("clears");
+    b.append_list(LIST, key(b"a"), &list(&["x"]))
+        .expect("appends");
+    b.replace_list(LIST, key(b"b"), &[]).expect("clears list");
+    b.map_put(MAP, key(b"a"), b"v1", b"changed")
+        .expect("map puts");
+    b.map_put(MAP, key(b"a"), b"other", b"1").expect("map puts");
+    b.map_remove(MAP, key(b"b"), b"v1").expect("map removes");
+    b.clear(MAP, key(b"a")).expect("clears map");
+    b.map_put(MAP, key(b"a"), b"again", b"2").expect("map puts");
+    assert_eq!(value(&mut b, b"a"), Some(b"v2b".to_vec()));
+    assert_eq!(value(&mut b, b"b"), None);
+    assert!(map_entries(&mut b, b"b").is_empty());
+
+    // The attempt fails after committing; Spark retries the epoch.
+    b.commit_epoch(Epoch(2), Attempt(0)).expect("commits");
+    begin(&mut b, 2, 1);
+    assert_eq!(value(&mut b, b"a"), Some(b"v1".to_vec()));
+    assert_eq!(value(&mut b, b"b"), Some(b"v1".to_vec()));
+    assert_eq!(value(&mut b, b"c"), None);
+    for k in [&b"a"[..], b"b"] {
+        assert_eq!(
+            b.get_list(LIST, key(k)).expect("reads").as_deref(),
+            Some(&list(&["v1"])[..])
+        );
+        assert_eq!(
+            map_entries(&mut b, k),
+            BTreeMap::from([(b"v1".to_vec(), b"v1".to_vec())])
+        );
+    }
+    commit_final(&mut b, 2, 1);
+    let view = b.snapshot_sync().expect("all final");
+    assert_eq!(dump(&*view).len(), 6);
+}
+
+#[test]
+fn discard_drops_several_epochs_newest_first() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    b.put_value(VALUE, key(b"k"), b"1").expect("puts");
+    b.commit_epoch(Epoch(1), Attempt(0)).expect("commits");
+    begin(&mut b, 2, 0);
+    b.put_value(VALUE, key(b"k"), b"2").expect("puts");
+    b.map_put(MAP, key(b"k"), b"u", b"2").expect("map puts");
+    b.commit_epoch(Epoch(2), Attempt(0)).expect("commits");
+    begin(&mut b, 3, 0);
+    b.put_value(VALUE, key(b"k"), b"3").expect("puts");
+    b.map_put(MAP, key(b"k"), b"u", b"3").expect("map puts");
+    b.map_remove(MAP, key(b"k"), b"u").expect("map removes");
+
+    b.discard_from(Epoch(3)).expect("discards");
+    assert_eq!(value(&mut b, b"k"), Some(b"2".to_vec()));
+    assert_eq!(
+        map_entries(&mut b, b"k"),
+        BTreeMap::from([(b"u".to_vec(), b"2".to_vec())])
+    );
+    assert!(matches!(
+        b.put_value(VALUE, key(b"k"), b"x"),
+        Err(StateError::NoOpenEpoch)
+    ));
+    b.discard_from(Epoch(2)).expect("discards");
+    assert_eq!(value(&mut b, b"k"), Some(b"1".to_vec()));
+    assert!(map_entries(&mut b, b"k").is_empty());
+
+    b.finalize_up_to(Epoch(1)).expect("finalizes");
+    assert!(matches!(
+        b.discard_from(Epoch(1)),
+        Err(StateError::EpochAlreadyFinal { .. })
+    ));
+    assert_eq!(b.last_final_epoch(), Some(Epoch(1)));
+    assert_eq!(value(&mut b, b"k"), Some(b"1".to_vec()));
+}
+
+#[test]
+fn writes_need_an_open_epoch_and_finalize_a_commit() {
+    let mut b = backend();
+    assert!(matches!(
+        b.put_value(VALUE, key(b"k"), b"1"),
+        Err(StateError::NoOpenEpoch)
+    ));
+    assert!(matches!(
+        b.append_list(LIST, key(b"k"), &[]),
+        Err(StateError::NoOpenEpoch)
+    ));
+    begin(&mut b, 1, 0);
+    b.put_value(VALUE, key(b"k"), b"1").expect("puts");
+    assert!(matches!(
+        b.finalize_up_to(Epoch(1)),
+        Err(StateError::EpochNotCommitted { epoch: Epoch(1) })
+    ));
+    assert!(matches!(
+        b.snapshot_sync().map(|_| ()),
+        Err(StateError::EpochsNotFinal { .. })
+    ));
+    b.commit_epoch(Epoch(1), Attempt(0)).expect("commits");
+    assert!(matches!(
+        b.map_put(MAP, key(b"k"), b"u", b"v"),
+        Err(StateError::NoOpenEpoch)
+    ));
+    b.finalize_up_to(Epoch(1)).expect("finalizes");
+    assert!(matches!(
+        b.begin_epoch(Epoch(1), Attempt(1)),
+        Err(StateError::EpochAlreadyFinal { .. })
+    ));
+    assert_eq!(value(&mut b, b"k"), Some(b"1".to_vec()));
+}
+
+#[test]
+fn snapshot_view_never_sees_later_writes() {
+    let mut b = backend();
+    let keys: Vec<Vec<u8>> = (0u32..3000).map(|i| i.to_le_bytes().to_vec()).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    begin(&mut b, 1, 0);
+    fill(&mut b, &refs, "old");
+    commit_final(&mut b, 1, 0);
+    let view = b.snapshot_sync().expect("all final");
+    let before = dump(&*view);
+    assert_eq!(before.len(), 3 * 3000);
+
+    begin(&mut b, 2, 0);
+    for k in &refs[..1000] {
+        b.put_value(VALUE, key(k), b"new").expect("puts");
+        b.append_list(LIST, key(k), &list(&["new"]))
+            .expect("appends");
+        b.map_put(MAP, key(k), b"old", b"new").expect("map puts");
+        b.map_put(MAP, key(k), b"extra", b"new").expect("map puts");
+    }
+    for k in &refs[1000..2000] {
+        b.clear(VALUE, key(k)).expect("clears");
+        b.replace_list(LIST, key(k), &[]).expect("clears list");
+        b.map_remove(MAP, key(k), b"old").expect("map removes");
+    }
+    for i in 3000u32..9000 {
+        let k = i.to_le_bytes();
+        b.put_value(VALUE, key(&k), b"fresh").expect("puts");
+    }
+    commit_final(&mut b, 2, 0);
+    assert_eq!(dump(&*view), before);
+    assert_eq!(value(&mut b, refs[0]), Some(b"new".to_vec()));
+    let later = b.snapshot_sync().expect("all final");
+    assert_eq!(dump(&*later).len(), 3 * 3000 - 3 * 1000 + 6000);
+}
+
+#[test]
+fn snapshot_entries_are_canonical() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    let k = StateKey {
+        key_group: KeyGroup(3),
+        key: b"k",
+        namespace: b"ns",
+    };
+    b.put_value(SUM, k, b"7").expect("puts");
+    b.append_list(LIST, k, &list(&["a"])).expect("appends");
+    b.append_list(LIST, k, &list(&["b", "c"])).expect("appends");
+    b.map_put(MAP, k, b"x", b"1").expect("map puts");
+    b.map_put(MAP, k, b"y", b"2").expect("map puts");
+    commit_final(&mut b, 1, 0);
+    let view = b.snapshot_sync().expect("all final");
+    let mut seen = Vec::new();
+    view.for_each_entry(KeyGroup(3), &mut |e| {
+        assert_eq!(
+            (e.key, e.namespace, e.key_group),
+            (&b"k"[..], &b"ns"[..], KeyGroup(3))
+        );
+        seen.push(format!("{:?}", (e.state, e.payload)));
+        Ok(())
+    })
+    .expect("visits");
+    seen.sort();
+    let mut expected = vec![
+        format!("{:?}", (SUM, EntryPayload::Value(b"7"))),
+        format!("{:?}", (LIST, EntryPayload::List(&list(&["a", "b", "c"])))),
+        format!(
+            "{:?}",
+            (
+                MAP,
+                EntryPayload::MapEntry {
+                    user_key: b"x",
+                    value: b"1"
+                }
+            )
+        ),
+        format!(
+            "{:?}",
+            (
+                MAP,
+                EntryPayload::MapEntry {
+                    user_key: b"y",
+                    value: b"2"
+                }
+            )
+        ),
+    ];
+    expected.sort();
+    assert_eq!(seen, expected);
+    assert!(matches!(
+        view.for_each_entry(KeyGroup(7), &mut |_| Ok(())),
+        Err(StateError::KeyGroupOutOfRange { .. })
+    ));
+    // A visitor error stops the walk and comes back.
+    let err = view
+        .for_each_entry(KeyGroup(3), &mut |_| {
+            Err(StateError::Corrupt { what: "test" })
+        })
+        .expect_err("visitor fails");
+    assert!(matches!(err, StateError::Corrupt { what: "test" }));
+}
+
+#[test]
+fn kind_range_and_registration_errors() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    let err = b.get_list(VALUE, key(b"k")).expect_err("value state");
+    assert!(matches!(
+        err,
+        StateError::WrongKind {
+            expected: "list",
+            actual: StateKind::Value,
+            ..
+        }
+    ));
+    assert!(matches!(
+        b.put_value(LIST, key(b"k"), b"1"),
+        Err(StateError::WrongKind { .. })
+    ));
+    assert!(matches!(
+        b.map_put(VALUE, key(b"k"), b"u", b"1"),
+        Err(StateError::WrongKind { .. })
+    ));
+    assert!(b.put_value(SUM, key(b"k"), b"1").is_ok());
+    assert!(matches!(
+        b.get_value(StateId(9), key(b"k")),
+        Err(StateError::UnknownState(StateId(9)))
+    ));
+    let outside = StateKey::new(KeyGroup(6), b"k");
+    assert!(matches!(
+        b.put_value(VALUE, outside, b"1"),
+        Err(StateError::KeyGroupOutOfRange {
+            key_group: KeyGroup(6),
+            ..
+        })
+    ));
+    assert!(b.clear(MAP, StateKey::new(KeyGroup(1), b"k")).is_err());
+
+    let same = StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid");
+    assert_eq!(b.register_state(&same).expect("identical"), VALUE);
+    let other = StateDescriptor::new("count", StateKind::List, ValueType::Int64).expect("valid");
+    let err = b.register_state(&other).expect_err("duplicate name");
+    assert!(matches!(&err, StateError::DuplicateState { name, .. } if name == "count"));
+    assert_eq!(b.descriptors().len(), 4);
+
+    let max = MaxParallelism::new(4).expect("valid");
+    let range = KeyGroupRange::new(0, 8).expect("valid");
+    assert!(HeapKeyedStateBackend::new(max, range).is_err());
+}
+
+#[test]
+fn ingest_restores_a_snapshot() {
+    let mut source = backend();
+    begin(&mut source, 1, 0);
+    fill(&mut source, &[b"a", b"b", b"c", b"d"], "v");
+    source
+        .map_put(MAP, key(b"a"), b"w", b"2")
+        .expect("map puts");
+    commit_final(&mut source, 1, 0);
+    let view = source.snapshot_sync().expect("all final");
+
+    let mut restored = backend();
+    for kg in view.key_group_range().iter() {
+        view.for_each_entry(kg, &mut |e| restored.ingest(e))
+            .expect("ingests");
+    }
+    let copy = restored.snapshot_sync().expect("all final");
+    assert_eq!(dump(&*copy), dump(&*view));
+
+    // Restored entries are base state: a retried epoch brings them back.
+    begin(&mut restored, 5, 0);
+    restored.put_value(VALUE, key(b"a"), b"x").expect("puts");
+    restored
+        .map_remove(MAP, key(b"a"), b"w")
+        .expect("map removes");
+    begin(&mut restored, 5, 1);
+    assert_eq!(value(&mut restored, b"a"), Some(b"v".to_vec()));
+    assert_eq!(map_entries(&mut restored, b"a").len(), 2);
+    assert!(matches!(
+        restored.ingest(weir_state::StateEntry {
+            state: VALUE,
+            key_group: KeyGroup(2),
+            key: b"z",
+            namespace: b"",
+            payload: EntryPayload::Value(b"1"),
+        }),
+        Err(StateError::EpochsNotFinal { .. })
+    ));
+    restored.discard_from(Epoch(5)).expect("discards");
+    assert!(matches!(
+        restored.ingest(weir_state::StateEntry {
+            state: LIST,
+            key_group: KeyGroup(2),
+            key: b"z",
+            namespace: b"",
+            payload: EntryPayload::Value(b"1"),
+        }),
+        Err(StateError::WrongKind { .. })
+    ));
+}

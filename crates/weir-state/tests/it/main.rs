@@ -1,0 +1,3 @@
+//! Integration tests of `weir-state` through its public API.
+
+mod heap;
