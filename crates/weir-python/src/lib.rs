@@ -1,1 +1,23 @@
-//! placeholder
+//! Python bindings for Weir: the private native module `weir._internal`.
+//!
+//! Glue only: each file converts arguments for one concept and maps errors onto
+//! the exception hierarchy in `errors.rs`; the logic lives in the core crates.
+//! This file only registers. Users import the typed wrappers in `python/weir`.
+
+mod errors;
+mod key_groups;
+
+use pyo3::prelude::*;
+
+/// The `weir._internal` extension module.
+#[pymodule]
+fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // `setattr`, not `add`: the version is metadata, not part of `__all__`.
+    m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;
+    m.add_function(wrap_pyfunction!(key_groups::subtask_for_key_group, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! The one exception hierarchy Python sees, and the mapping of core errors onto it.
+//!
+//! Every core error reaches Python through [`PyWeirError`]: add a variant with
+//! `#[from]` for each new core error enum and one arm in its `From` impl that
+//! picks the exception class. Messages are the core messages, unchanged.
+
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use weir_types::TypesError;
+
+pyo3::create_exception!(
+    weir.exceptions,
+    WeirError,
+    PyException,
+    "Base class of every error Weir raises."
+);
+pyo3::create_exception!(
+    weir.exceptions,
+    StateError,
+    WeirError,
+    "Keyed or operator state was used wrongly (duplicate name, wrong kind, no current key)."
+);
+pyo3::create_exception!(
+    weir.exceptions,
+    StateBackendError,
+    WeirError,
+    "The state backend failed or found its stored data unreadable."
+);
+pyo3::create_exception!(
+    weir.exceptions,
+    StateLostError,
+    StateBackendError,
+    "Working state is gone (state host or executor lost); restore from the latest checkpoint."
+);
+pyo3::create_exception!(
+    weir.exceptions,
+    CheckpointError,
+    WeirError,
+    "A checkpoint or savepoint could not be taken, stored or restored."
+);
+pyo3::create_exception!(
+    weir.exceptions,
+    SavepointFormatError,
+    CheckpointError,
+    "A checkpoint or savepoint on storage is corrupt, truncated or of an unknown format version."
+);
+
+/// Name of the exception class for invalid arguments (a `WeirError` and a `ValueError`).
+const INVALID_ARGUMENT_ERROR: &str = "InvalidArgumentError";
+const INVALID_ARGUMENT_DOC: &str =
+    "An argument is out of range or malformed; the message says the fix.";
+
+// `create_exception!` takes a single base, but invalid arguments must also be
+// `ValueError`s so callers that catch the builtin keep working; the class is
+// built once with `type(name, bases, namespace)` instead.
+static INVALID_ARGUMENT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The `InvalidArgumentError(WeirError, ValueError)` class, created on first use.
+pub(crate) fn invalid_argument_error(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
+    INVALID_ARGUMENT
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(
+                py,
+                [py.get_type::<WeirError>(), py.get_type::<PyValueError>()],
+            )?;
+            let namespace = PyDict::new(py);
+            namespace.set_item("__module__", "weir.exceptions")?;
+            namespace.set_item("__doc__", INVALID_ARGUMENT_DOC)?;
+            let class =
+                py.get_type::<PyType>()
+                    .call1((INVALID_ARGUMENT_ERROR, bases, namespace))?;
+            Ok::<_, PyErr>(class.cast_into::<PyType>()?.unbind())
+        })
+        .map(|class| class.bind(py).clone())
+}
+
+/// Registers the hierarchy on the native module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("WeirError", py.get_type::<WeirError>())?;
+    m.add("StateError", py.get_type::<StateError>())?;
+    m.add("StateBackendError", py.get_type::<StateBackendError>())?;
+    m.add("StateLostError", py.get_type::<StateLostError>())?;
+    m.add("CheckpointError", py.get_type::<CheckpointError>())?;
+    m.add(
+        "SavepointFormatError",
+        py.get_type::<SavepointFormatError>(),
+    )?;
+    m.add(INVALID_ARGUMENT_ERROR, invalid_argument_error(py)?)
+}
+
+/// Every error the binding hands to Python.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PyWeirError {
+    /// Invalid ids, key groups, descriptors or encodings.
+    #[error(transparent)]
+    Types(#[from] TypesError),
+    /// An integer argument that does not fit the type the core takes.
+    #[error("{argument} must be an integer in {min}..={max}, got {got}")]
+    IntegerOutOfRange {
+        /// The Python parameter name.
+        argument: &'static str,
+        /// The rejected value.
+        got: i64,
+        /// Smallest accepted value.
+        min: i64,
+        /// Largest accepted value.
+        max: i64,
+    },
+    /// A key column type name the binding does not know.
+    #[error("key column type {name:?} is not supported: use one of {supported}")]
+    UnknownColumnType {
+        /// The rejected name.
+        name: String,
+        /// The accepted names, comma separated.
+        supported: &'static str,
+    },
+    /// A key with no columns: Spark's `hash` needs at least one.
+    #[error("a key needs at least one column: pass one or more key values")]
+    NoKeyColumns,
+    /// Key values and column types of different lengths.
+    #[error(
+        "got {values} key values but {types} column types: pass exactly one type per key column"
+    )]
+    ColumnCountMismatch {
+        /// Number of values.
+        values: usize,
+        /// Number of types.
+        types: usize,
+    },
+    /// A key value that cannot be read as its declared column type.
+    #[error("key column {index} is declared {column_type} but holds {value}: pass {expected}")]
+    ColumnValue {
+        /// Position of the column.
+        index: usize,
+        /// The declared type name.
+        column_type: &'static str,
+        /// `repr()` of the value.
+        value: String,
+        /// What a valid value looks like.
+        expected: &'static str,
+    },
+}
+
+impl From<PyWeirError> for PyErr {
+    fn from(err: PyWeirError) -> PyErr {
+        let message = err.to_string();
+        match err {
+            PyWeirError::Types(types) => types_error(types, message),
+            PyWeirError::IntegerOutOfRange { .. }
+            | PyWeirError::UnknownColumnType { .. }
+            | PyWeirError::NoKeyColumns
+            | PyWeirError::ColumnCountMismatch { .. }
+            | PyWeirError::ColumnValue { .. } => invalid_argument(message),
+        }
+    }
+}
+
+/// Picks the class for a [`TypesError`]. The match is exhaustive on purpose: a
+/// new core variant must be classified here, not fall into a default.
+fn types_error(err: TypesError, message: String) -> PyErr {
+    match err {
+        TypesError::InvalidMaxParallelism { .. }
+        | TypesError::InvalidParallelism { .. }
+        | TypesError::InvalidSubtask { .. }
+        | TypesError::InvalidKeyGroup { .. }
+        | TypesError::InvalidKeyGroupRange { .. }
+        | TypesError::InvalidOperatorUid { .. }
+        | TypesError::InvalidStateName { .. }
+        | TypesError::InvalidDescriptor { .. }
+        | TypesError::TypeMismatch { .. }
+        | TypesError::UnsupportedArrowType { .. } => invalid_argument(message),
+        // Bytes that fail to decode were written or stored wrongly: not the caller's argument.
+        TypesError::Corrupt { .. } => StateBackendError::new_err(message),
+    }
+}
+
+fn invalid_argument(message: String) -> PyErr {
+    Python::attach(|py| match invalid_argument_error(py) {
+        Ok(class) => PyErr::from_type(class, message),
+        Err(err) => err,
+    })
+}

@@ -1,0 +1,30 @@
+"""Weir: Flink-grade managed keyed state and asynchronous barrier checkpoints for PySpark.
+
+Weir keeps keyed and operator state for PySpark jobs in a Rust engine and
+checkpoints it consistently while the job runs. State is partitioned into key
+groups exactly as Flink does, using Spark's own ``hash`` so that the JVM, the
+local test harness and the ``weir`` command-line tool agree on where a key
+lives.
+
+Examples:
+    >>> import weir
+    >>> weir.key_group_range(128, 3, 1)
+    KeyGroupRange(start=43, end=86)
+    >>> weir.key_group_of(42, types=["long"]) in weir.key_group_range(128, 1, 0)
+    True
+"""
+
+from __future__ import annotations
+
+from weir._internal import __version__
+from weir.exceptions import WeirError
+from weir.key_groups import KeyGroupRange, key_group_of, key_group_range, subtask_of
+
+__all__ = [
+    "KeyGroupRange",
+    "WeirError",
+    "__version__",
+    "key_group_of",
+    "key_group_range",
+    "subtask_of",
+]
