@@ -80,6 +80,26 @@ pub enum StateError {
         /// Where.
         what: &'static str,
     },
+    /// Encoded state whose checksum does not match its bytes.
+    #[error("checksum mismatch in {what}: stored {stored:#010x}, computed {computed:#010x}")]
+    ChecksumMismatch {
+        /// What was being decoded.
+        what: &'static str,
+        /// The checksum the bytes carry.
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// Encoded state in a format version this build cannot read.
+    #[error("{what} has format version {version}; this build reads version {supported}")]
+    UnsupportedVersion {
+        /// What was being decoded.
+        what: &'static str,
+        /// The version found.
+        version: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
     /// An operator state registered with another redistribution mode.
     #[error("operator state {name:?} is already registered with mode {existing}")]
     OperatorStateMode {

@@ -16,6 +16,7 @@ mod error;
 mod frozen;
 mod heap;
 mod key;
+mod operator;
 
 pub use backend::{KeyedStateBackend, StateId};
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
@@ -23,3 +24,7 @@ pub use error::{Result, StateError};
 pub use frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 pub use heap::HeapKeyedStateBackend;
 pub use key::{StateKey, list_items, push_list_item};
+pub use operator::{
+    OPERATOR_STATE_VERSION, OperatorListSnapshot, OperatorStateSnapshot, OperatorStateStore,
+    RedistributionMode, redistribute,
+};

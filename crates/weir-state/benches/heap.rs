@@ -1,0 +1,78 @@
+//! Heap backend hot path and snapshot cost: value-state get+update at 10^4 and
+//! 10^6 keys, and the synchronous snapshot part at 10^4..10^7 entries (it
+//! must not grow with the data beyond cloning one `Arc` per key group).
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use weir_state::{HeapKeyedStateBackend, KeyedStateBackend, StateId, StateKey};
+use weir_types::{Attempt, Epoch, KeyGroup, MaxParallelism, StateDescriptor, StateKind, ValueType};
+
+const MAX_PARALLELISM: u32 = 128;
+
+/// A backend holding all key groups with `n` value entries, epoch 1 final.
+fn filled(n: u64) -> (HeapKeyedStateBackend, StateId, Vec<([u8; 8], KeyGroup)>) {
+    let max = MaxParallelism::new(MAX_PARALLELISM).expect("valid max");
+    let mut b = HeapKeyedStateBackend::new(max, max.full_range()).expect("fits");
+    let d = StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid");
+    let id = b.register_state(&d).expect("registers");
+    let keys: Vec<([u8; 8], KeyGroup)> = (0..n)
+        .map(|i| {
+            let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes();
+            (k, KeyGroup((i % u64::from(MAX_PARALLELISM)) as u16))
+        })
+        .collect();
+    b.begin_epoch(Epoch(1), Attempt(0)).expect("begins");
+    for (k, kg) in &keys {
+        b.put_value(id, StateKey::new(*kg, k), &0i64.to_le_bytes())
+            .expect("puts");
+    }
+    b.commit_epoch(Epoch(1), Attempt(0)).expect("commits");
+    b.finalize_up_to(Epoch(1)).expect("finalizes");
+    (b, id, keys)
+}
+
+fn get_update(c: &mut Criterion) {
+    let mut group = c.benchmark_group("heap_value_get_update");
+    group.throughput(Throughput::Elements(1));
+    for n in [10_000u64, 1_000_000] {
+        let (mut b, id, keys) = filled(n);
+        b.begin_epoch(Epoch(2), Attempt(0)).expect("begins");
+        // Visit keys in a scattered order so lookups miss the cache as a
+        // real key stream would.
+        let order: Vec<usize> = (0..keys.len())
+            .map(|i| (i.wrapping_mul(7_919)) % keys.len())
+            .collect();
+        let mut next = 0usize;
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| {
+            bench.iter(|| {
+                let (k, kg) = &keys[order[next]];
+                next = (next + 1) % order.len();
+                let key = StateKey::new(*kg, k);
+                let old = b.get_value(id, key).expect("reads").map_or(0, |v| {
+                    i64::from_le_bytes(v.as_ref().try_into().expect("8 bytes"))
+                });
+                b.put_value(id, key, &(old + 1).to_le_bytes())
+                    .expect("puts");
+            });
+        });
+    }
+    group.finish();
+}
+
+fn snapshot_sync(c: &mut Criterion) {
+    let mut group = c.benchmark_group("heap_snapshot_sync");
+    for n in [10_000u64, 100_000, 1_000_000, 10_000_000] {
+        if n >= 10_000_000 {
+            group.sample_size(10);
+        }
+        let (mut b, _, _) = filled(n);
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| {
+            bench.iter(|| black_box(b.snapshot_sync().expect("all final")));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, get_update, snapshot_sync);
+criterion_main!(benches);
