@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 import weir
@@ -58,3 +60,20 @@ def test_exceptions_can_be_raised_from_python_with_a_message() -> None:
 
 def test_weir_error_is_exported_at_top_level() -> None:
     assert weir.WeirError is WeirError
+
+
+@pytest.mark.parametrize("name", exceptions.__all__)
+def test_exceptions_survive_pickling(name: str) -> None:
+    # Errors raised in Spark's Python workers cross process boundaries pickled.
+    cls = getattr(exceptions, name)
+    restored = pickle.loads(pickle.dumps(cls("subtask 3 lost its state")))
+    assert type(restored) is cls
+    assert restored.args == ("subtask 3 lost its state",)
+
+
+def test_raised_invalid_argument_error_survives_pickling() -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        weir.key_group_range(1, 2, 0)
+    restored = pickle.loads(pickle.dumps(caught.value))
+    assert type(restored) is InvalidArgumentError
+    assert str(restored) == str(caught.value)

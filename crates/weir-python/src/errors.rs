@@ -48,7 +48,7 @@ pyo3::create_exception!(
 );
 
 /// Name of the exception class for invalid arguments (a `WeirError` and a `ValueError`).
-const INVALID_ARGUMENT_ERROR: &str = "InvalidArgumentError";
+pub(crate) const INVALID_ARGUMENT_ERROR: &str = "InvalidArgumentError";
 const INVALID_ARGUMENT_DOC: &str =
     "An argument is out of range or malformed; the message says the fix.";
 
@@ -74,21 +74,6 @@ pub(crate) fn invalid_argument_error(py: Python<'_>) -> PyResult<Bound<'_, PyTyp
             Ok::<_, PyErr>(class.cast_into::<PyType>()?.unbind())
         })
         .map(|class| class.bind(py).clone())
-}
-
-/// Registers the hierarchy on the native module.
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add("WeirError", py.get_type::<WeirError>())?;
-    m.add("StateError", py.get_type::<StateError>())?;
-    m.add("StateBackendError", py.get_type::<StateBackendError>())?;
-    m.add("StateLostError", py.get_type::<StateLostError>())?;
-    m.add("CheckpointError", py.get_type::<CheckpointError>())?;
-    m.add(
-        "SavepointFormatError",
-        py.get_type::<SavepointFormatError>(),
-    )?;
-    m.add(INVALID_ARGUMENT_ERROR, invalid_argument_error(py)?)
 }
 
 /// Every error the binding hands to Python.

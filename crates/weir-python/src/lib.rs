@@ -9,12 +9,27 @@ mod key_groups;
 
 use pyo3::prelude::*;
 
+use crate::errors::{
+    CheckpointError, INVALID_ARGUMENT_ERROR, SavepointFormatError, StateBackendError, StateError,
+    StateLostError, WeirError,
+};
+
 /// The `weir._internal` extension module.
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // `setattr`, not `add`: the version is metadata, not part of `__all__`.
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
-    errors::register(m)?;
+    let py = m.py();
+    m.add("WeirError", py.get_type::<WeirError>())?;
+    m.add("StateError", py.get_type::<StateError>())?;
+    m.add("StateBackendError", py.get_type::<StateBackendError>())?;
+    m.add("StateLostError", py.get_type::<StateLostError>())?;
+    m.add("CheckpointError", py.get_type::<CheckpointError>())?;
+    m.add(
+        "SavepointFormatError",
+        py.get_type::<SavepointFormatError>(),
+    )?;
+    m.add(INVALID_ARGUMENT_ERROR, errors::invalid_argument_error(py)?)?;
     m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;
