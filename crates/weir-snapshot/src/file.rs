@@ -1,0 +1,128 @@
+//! Reading snapshot files from an object store: the footer and index first,
+//! then only the blocks of the key groups asked for, in few ranged reads.
+
+use std::ops::Range;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use weir_types::KeyGroupRange;
+
+use crate::error::{Result, SnapshotError};
+use crate::error::FormatError;
+use crate::format::{DecodedBlock, Footer, SnapshotLayout};
+use crate::location::resolve;
+
+/// Blocks are fetched in runs of about this many bytes, so a restore holds
+/// little more than one run in memory.
+const READ_RUN_BYTES: u64 = 8 << 20;
+
+/// An opened snapshot file: its layout, ready to read key groups.
+#[derive(Debug, Clone)]
+pub struct SnapshotFile {
+    relative: String,
+    location: Path,
+    layout: SnapshotLayout,
+}
+
+impl SnapshotFile {
+    /// Opens the file at `relative` under `root`, reading its footer, header
+    /// and index. `size` is the size from its handle; `None` asks the store.
+    pub async fn open(
+        store: &dyn ObjectStore,
+        root: &Path,
+        relative: &str,
+        size: Option<u64>,
+    ) -> Result<Self> {
+        let location = resolve(root, relative)?;
+        let size = match size {
+            Some(size) => size,
+            None => {
+                store
+                    .head(&location)
+                    .await
+                    .map_err(|e| SnapshotError::storage("read", &location, e))?
+                    .size
+            }
+        };
+        let format_err = |source| SnapshotError::format(relative, source);
+        if size < FOOTER_MIN {
+            return Err(format_err(FormatError::Truncated {
+                section: crate::Section::Footer,
+                needed: FOOTER_MIN,
+                available: size,
+            }));
+        }
+        let footer_bytes = read(store, &location, Footer::range(size)).await?;
+        let footer = Footer::decode(size, &footer_bytes).map_err(format_err)?;
+        let parts = store
+            .get_ranges(&location, &[footer.header_range(), footer.index_range()])
+            .await
+            .map_err(|e| SnapshotError::storage("read", &location, e))?;
+        let [header, index] = parts.as_slice() else {
+            return Err(SnapshotError::TaskFailed {
+                reason: "the store answered two ranges with another count".to_owned(),
+            });
+        };
+        let layout = SnapshotLayout::decode(&footer, header, index).map_err(format_err)?;
+        Ok(Self {
+            relative: relative.to_owned(),
+            location,
+            layout,
+        })
+    }
+
+    /// The file's path relative to its root.
+    pub fn path(&self) -> &str {
+        &self.relative
+    }
+
+    /// The header and index.
+    pub fn layout(&self) -> &SnapshotLayout {
+        &self.layout
+    }
+
+    /// Reads and checks the blocks of the key groups in `range` (key groups
+    /// without entries have no block) and hands each to `visit`, in order.
+    pub async fn read_key_groups(
+        &self,
+        store: &dyn ObjectStore,
+        range: KeyGroupRange,
+        visit: &mut (dyn FnMut(DecodedBlock) -> Result<()> + Send),
+    ) -> Result<()> {
+        let mut blocks = self.layout.blocks_in(range);
+        while !blocks.is_empty() {
+            let start = blocks[0].offset;
+            let run = blocks
+                .iter()
+                .position(|b| b.range().end - start > READ_RUN_BYTES)
+                .unwrap_or(blocks.len())
+                .max(1);
+            let (now, later) = blocks.split_at(run);
+            blocks = later;
+            let span = SnapshotLayout::span(now).expect("a run holds at least one block");
+            let bytes = read(store, &self.location, span.clone()).await?;
+            for info in now {
+                let from = usize::try_from(info.offset - span.start).ok();
+                let stored = from
+                    .and_then(|from| bytes.get(from..from + usize::try_from(info.length).ok()?))
+                    .unwrap_or_default();
+                let block = self
+                    .layout
+                    .decode_block(info, stored)
+                    .map_err(|e| SnapshotError::format(&self.relative, e))?;
+                visit(block)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prelude plus footer: no valid file is shorter.
+const FOOTER_MIN: u64 = crate::format::layout::PRELUDE_LEN + crate::format::FOOTER_LEN;
+
+async fn read(store: &dyn ObjectStore, location: &Path, range: Range<u64>) -> Result<bytes::Bytes> {
+    store
+        .get_range(location, range)
+        .await
+        .map_err(|e| SnapshotError::storage("read", location, e))
+}

@@ -1,0 +1,314 @@
+//! Incremental snapshots of RocksDB native checkpoints (B3): upload only the
+//! SST files earlier checkpoints have not uploaded, and download a handle's
+//! files into a local directory for a native restore.
+//!
+//! Shared (immutable) files go to `shared/<uid>/<subtask>/<checkpoint>-<name>`
+//! so a name is never reused for other bytes; private files (MANIFEST,
+//! CURRENT, OPTIONS, ...) go to the checkpoint's own directory. Which files
+//! are already uploaded comes from a [`SharedFileRegistry`] that holds the
+//! completed checkpoints of *this* database's lineage: after a rescaling
+//! restore, start from an empty one. This module does not open RocksDB.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+use weir_types::{CheckpointId, KeyGroupRange, MaxParallelism, OperatorUid, StateDescriptor, SubtaskIndex};
+
+use crate::error::{Result, SnapshotError};
+use crate::full::SnapshotStorage;
+use crate::handle::{IncrementalSnapshotHandle, SharedStateFile, StateFile};
+use crate::location::{check_file_name, resolve, shared_dir};
+use crate::registry::SharedFileRegistry;
+use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
+use crate::upload::{ObjectUpload, delete_all};
+
+/// Bytes read from a local file at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+/// One file of a local native checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalFile {
+    /// The name the file must have in the database directory.
+    pub local_name: String,
+    /// Where it is now.
+    pub path: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+    /// An immutable SST that later checkpoints may share.
+    pub shared: bool,
+}
+
+/// A local native checkpoint to upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalCheckpoint {
+    /// The key groups the database held.
+    pub key_group_range: KeyGroupRange,
+    /// The max parallelism of the state.
+    pub max_parallelism: MaxParallelism,
+    /// The states, in column-family order.
+    pub descriptors: Vec<StateDescriptor>,
+    /// Its files.
+    pub files: Vec<LocalFile>,
+}
+
+/// Whose checkpoint it is and where its private files go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncrementalTarget {
+    /// The operator.
+    pub uid: OperatorUid,
+    /// The subtask.
+    pub subtask: SubtaskIndex,
+    /// The checkpoint being taken.
+    pub checkpoint: CheckpointId,
+    /// The checkpoint's directory for this subtask, relative to the root
+    /// (e.g. `chk-7/<uid>/<subtask>`).
+    pub private_dir: String,
+    /// Multipart upload part size in bytes.
+    pub part_size: usize,
+}
+
+/// One file to send, or to reuse.
+enum Plan {
+    Reuse(SharedStateFile),
+    Upload {
+        local: LocalFile,
+        relative: String,
+        shared: bool,
+    },
+}
+
+/// Starts uploading `checkpoint`: shared files that `uploaded` already holds
+/// are referenced, not sent. Resolves to the handle; cancellation removes
+/// the files this snapshot uploaded (never the reused ones).
+pub fn spawn_incremental_snapshot(
+    runtime: &Handle,
+    checkpoint: LocalCheckpoint,
+    uploaded: &SharedFileRegistry,
+    storage: &SnapshotStorage,
+    target: IncrementalTarget,
+) -> SnapshotFuture<IncrementalSnapshotHandle> {
+    let dir = shared_dir(&target.uid, target.subtask);
+    let plans: Vec<Plan> = checkpoint
+        .files
+        .iter()
+        .map(|f| match uploaded.find_uploaded(&dir, &f.local_name, f.size) {
+            Some(done) if f.shared => Plan::Reuse(done.clone()),
+            _ if f.shared => Plan::Upload {
+                local: f.clone(),
+                relative: format!("{dir}/{}-{}", target.checkpoint, f.local_name),
+                shared: true,
+            },
+            _ => Plan::Upload {
+                local: f.clone(),
+                relative: format!("{}/{}", target.private_dir, f.local_name),
+                shared: false,
+            },
+        })
+        .collect();
+    let job = IncrementalJob {
+        store: Arc::clone(&storage.store),
+        root: storage.root.clone(),
+        part_size: target.part_size,
+        handle: IncrementalSnapshotHandle {
+            key_group_range: checkpoint.key_group_range,
+            max_parallelism: checkpoint.max_parallelism,
+            descriptors: checkpoint.descriptors,
+            shared: Vec::new(),
+            private: Vec::new(),
+        },
+    };
+    SnapshotFuture::spawn(runtime, Arc::clone(&storage.store), move |cancel| {
+        job.run(plans, cancel)
+    })
+}
+
+struct IncrementalJob {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    part_size: usize,
+    handle: IncrementalSnapshotHandle,
+}
+
+impl IncrementalJob {
+    async fn run(
+        mut self,
+        plans: Vec<Plan>,
+        cancel: CancellationToken,
+    ) -> Result<TaskOutput<IncrementalSnapshotHandle>> {
+        let started = Instant::now();
+        let mut created = Vec::new();
+        let mut uploaded_size = 0;
+        for plan in plans {
+            let (local, relative, shared) = match plan {
+                Plan::Reuse(file) => {
+                    self.handle.shared.push(file);
+                    continue;
+                }
+                Plan::Upload {
+                    local,
+                    relative,
+                    shared,
+                } => (local, relative, shared),
+            };
+            let sent = tokio::select! {
+                r = self.upload_file(&local, &relative, &mut created) => r,
+                () = cancel.cancelled() => Err(SnapshotError::Cancelled),
+            };
+            let file = match sent {
+                Ok(file) => file,
+                Err(e) => {
+                    // Best effort: the snapshot failed already.
+                    let _ = delete_all(&*self.store, &created).await;
+                    return Err(e);
+                }
+            };
+            uploaded_size += file.size;
+            let entry = SharedStateFile {
+                local_name: local.local_name,
+                file,
+            };
+            if shared {
+                self.handle.shared.push(entry);
+            } else {
+                self.handle.private.push(entry);
+            }
+        }
+        if cancel.is_cancelled() {
+            delete_all(&*self.store, &created).await?;
+            return Err(SnapshotError::Cancelled);
+        }
+        let state_size = self.handle.shared.iter().chain(&self.handle.private).map(|f| f.file.size).sum();
+        Ok(TaskOutput {
+            outcome: SnapshotOutcome {
+                handle: self.handle,
+                metrics: SnapshotMetrics {
+                    state_size,
+                    uploaded_size,
+                    entries: None,
+                    async_duration: started.elapsed(),
+                },
+            },
+            created,
+        })
+    }
+
+    /// Streams one local file to `relative`; records the object in `created`
+    /// once it exists, and aborts the upload if this future is dropped
+    /// half-way (the multipart upload's own drop cleans up).
+    async fn upload_file(
+        &self,
+        local: &LocalFile,
+        relative: &str,
+        created: &mut Vec<Path>,
+    ) -> Result<StateFile> {
+        let location = resolve(&self.root, relative)?;
+        let io_err = |operation| {
+            move |source| SnapshotError::LocalIo {
+                operation,
+                path: local.path.clone(),
+                source,
+            }
+        };
+        let mut reader = tokio::fs::File::open(&local.path).await.map_err(io_err("open"))?;
+        let mut upload = ObjectUpload::start(&*self.store, location.clone(), self.part_size).await?;
+        loop {
+            let mut chunk = BytesMut::with_capacity(READ_CHUNK);
+            let read = match reader.read_buf(&mut chunk).await {
+                Ok(read) => read,
+                Err(e) => {
+                    upload.abort().await;
+                    return Err(io_err("read")(e));
+                }
+            };
+            if read == 0 {
+                break;
+            }
+            if let Err(e) = upload.write(chunk.freeze()).await {
+                upload.abort().await;
+                return Err(e);
+            }
+        }
+        let (size, crc32) = upload.finish().await?;
+        created.push(location);
+        Ok(StateFile {
+            path: relative.to_owned(),
+            size,
+            crc32,
+        })
+    }
+}
+
+/// Downloads every file of `handle` (paths relative to `root`) into `dir`
+/// under its local name, checking sizes and checksums, so `dir` can be
+/// opened as the database.
+pub async fn download_incremental(
+    handle: &IncrementalSnapshotHandle,
+    store: &dyn ObjectStore,
+    root: &Path,
+    dir: &std::path::Path,
+) -> Result<()> {
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|source| SnapshotError::LocalIo {
+            operation: "create directory",
+            path: dir.to_owned(),
+            source,
+        })?;
+    for file in handle.shared.iter().chain(&handle.private) {
+        check_file_name(&file.local_name)?;
+        download_file(&file.file, store, root, &dir.join(&file.local_name)).await?;
+    }
+    Ok(())
+}
+
+async fn download_file(
+    file: &StateFile,
+    store: &dyn ObjectStore,
+    root: &Path,
+    target: &std::path::Path,
+) -> Result<()> {
+    let location = resolve(root, &file.path)?;
+    let io_err = |operation| {
+        move |source| SnapshotError::LocalIo {
+            operation,
+            path: target.to_owned(),
+            source,
+        }
+    };
+    let mut out = tokio::fs::File::create(target).await.map_err(io_err("create"))?;
+    let mut stream = store
+        .get(&location)
+        .await
+        .map_err(|e| SnapshotError::storage("read", &location, e))?
+        .into_stream();
+    let (mut size, mut crc) = (0u64, crc32fast::Hasher::new());
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| SnapshotError::storage("read", &location, e))?;
+        size += chunk.len() as u64;
+        crc.update(&chunk);
+        out.write_all(&chunk).await.map_err(io_err("write"))?;
+    }
+    out.sync_all().await.map_err(io_err("sync"))?;
+    let mismatch = |what, expected, actual| SnapshotError::FileMismatch {
+        path: file.path.clone(),
+        what,
+        expected,
+        actual,
+    };
+    if size != file.size {
+        return Err(mismatch("size", file.size, size));
+    }
+    let crc = crc.finalize();
+    if crc != file.crc32 {
+        return Err(mismatch("crc32", u64::from(file.crc32), u64::from(crc)));
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! Restoring keyed state from full snapshot files, with rescaling (P5).
+//!
+//! Each handle's key groups are intersected with the backend's range and
+//! only those blocks are read, so one backend can be filled from several
+//! snapshots (scale in) and one snapshot can feed several backends (scale
+//! out); any backend restores any full snapshot. Decoding runs on the
+//! calling task: restores happen before the subtask processes records.
+//! Incremental handles restore natively (see `incremental.rs`).
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+use weir_state::{KeyedStateBackend, StateEntry, StateId};
+
+use crate::error::{Result, SnapshotError};
+use crate::file::SnapshotFile;
+use crate::handle::{FullSnapshotHandle, KeyedStateHandle};
+
+/// What a restore read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RestoreStats {
+    /// Handles whose key groups overlapped the backend's.
+    pub files_read: u32,
+    /// Key groups with entries that were ingested.
+    pub key_groups: u32,
+    /// Entries ingested.
+    pub entries: u64,
+}
+
+/// Restores the key groups of `backend`'s range from full snapshot `handles`
+/// (paths relative to `root`), registering the snapshots' states by name.
+///
+/// Fails on a max parallelism change, on a state registered with another
+/// descriptor, on incremental handles and on unreadable files; entries
+/// ingested before an error stay in the backend, which the caller discards.
+pub async fn restore_keyed(
+    backend: &mut dyn KeyedStateBackend,
+    handles: &[KeyedStateHandle],
+    store: &dyn ObjectStore,
+    root: &Path,
+) -> Result<RestoreStats> {
+    let mut stats = RestoreStats::default();
+    for handle in handles {
+        let KeyedStateHandle::Full(full) = handle else {
+            return Err(SnapshotError::UnsupportedHandle {
+                operation: "restore from snapshot files",
+                kind: "incremental",
+            });
+        };
+        restore_full(backend, full, store, root, &mut stats).await?;
+    }
+    Ok(stats)
+}
+
+async fn restore_full(
+    backend: &mut dyn KeyedStateBackend,
+    handle: &FullSnapshotHandle,
+    store: &dyn ObjectStore,
+    root: &Path,
+    stats: &mut RestoreStats,
+) -> Result<()> {
+    let wanted = handle.key_group_range.intersect(backend.key_group_range());
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let path = handle.file.path.as_str();
+    let file = SnapshotFile::open(store, root, path, Some(handle.file.size)).await?;
+    let header = file.layout().header();
+    if header.max_parallelism != backend.max_parallelism() {
+        return Err(SnapshotError::MaxParallelismMismatch {
+            path: path.to_owned(),
+            snapshot: header.max_parallelism,
+            backend: backend.max_parallelism(),
+        });
+    }
+    if header.key_group_range != handle.key_group_range {
+        return Err(SnapshotError::HandleMismatch {
+            path: path.to_owned(),
+            reason: "the file covers other key groups than the handle says",
+        });
+    }
+    let ids = register_states(backend, &file)?;
+    stats.files_read += 1;
+    let descriptors = &header.descriptors;
+    file.read_key_groups(store, wanted, &mut |block| {
+        for entry in block.entries(descriptors) {
+            let entry = entry.map_err(|e| SnapshotError::format(path, e))?;
+            // Indexes were checked against the header while decoding.
+            let state = ids[entry.state.0 as usize];
+            backend.ingest(StateEntry { state, ..entry })?;
+            stats.entries += 1;
+        }
+        stats.key_groups += 1;
+        Ok(())
+    })
+    .await
+}
+
+/// Registers the file's states in `backend`, returning the backend's id for
+/// each of the file's state indexes.
+fn register_states(
+    backend: &mut dyn KeyedStateBackend,
+    file: &SnapshotFile,
+) -> Result<Vec<StateId>> {
+    let mut ids = Vec::new();
+    for descriptor in &file.layout().header().descriptors {
+        let existing = backend
+            .descriptors()
+            .iter()
+            .find(|d| d.name == descriptor.name);
+        if let Some(registered) = existing.filter(|d| *d != descriptor) {
+            return Err(SnapshotError::IncompatibleState {
+                path: file.path().to_owned(),
+                name: descriptor.name.clone(),
+                snapshot: Box::new(descriptor.clone()),
+                registered: Box::new(registered.clone()),
+            });
+        }
+        ids.push(backend.register_state(descriptor)?);
+    }
+    Ok(ids)
+}
