@@ -60,12 +60,13 @@ bench: sys-deps ## Criterion benchmarks of the state engine
 	cargo bench -p weir-snapshot -p weir-state -p weir-state-rocksdb
 
 .PHONY: lint
-lint: venv ## clippy, rustfmt check, the no-pyo3 rule, ruff and mypy
+lint: build ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 	ci/check-no-pyo3.sh
 	$(VENV)/bin/ruff check python tests ci
 	$(VENV)/bin/mypy --strict python/weir
+	$(PY) -m mypy.stubtest weir._internal --allowlist ci/stubtest-allowlist.txt
 
 .PHONY: fmt
 fmt: ## Format Rust and Python sources

@@ -21,7 +21,8 @@ OUT = Path(__file__).resolve().parent.parent / "crates/weir-types/tests/data/spa
 def cases() -> list[list[tuple[str, object]]]:
     rng = random.Random(7)
     ints = [0, 1, -1, 42, 2**31 - 1, -(2**31)] + [rng.randint(-(2**31), 2**31 - 1) for _ in range(40)]
-    longs = [0, 1, -1, 2**63 - 1, -(2**63), 2654435761] + [rng.randint(-(2**63), 2**63 - 1) for _ in range(40)]
+    longs = [0, 1, -1, 2**63 - 1, -(2**63), 2654435761]
+    longs += [rng.randint(-(2**63), 2**63 - 1) for _ in range(40)]
     texts = ["", "a", "ab", "abc", "abcd", "abcde", "héllo", "日本語テキスト", "\u00ff\u0080"] + [
         "".join(chr(rng.randint(32, 0x2FFF)) for _ in range(rng.randint(0, 23))) for _ in range(40)
     ]

@@ -23,7 +23,7 @@ pub enum TypesError {
         max: u32,
     },
     /// A subtask index not below the parallelism.
-    #[error("subtask index {index} is out of range for parallelism {parallelism}")]
+    #[error("subtask index {index} is out of range for parallelism {parallelism}: use 0..{parallelism}")]
     InvalidSubtask {
         /// The rejected index.
         index: u32,
@@ -31,7 +31,7 @@ pub enum TypesError {
         parallelism: u32,
     },
     /// A key group not below the max parallelism.
-    #[error("key group {key_group} is out of range for max parallelism {max}")]
+    #[error("key group {key_group} is out of range for max parallelism {max}: use 0..{max}")]
     InvalidKeyGroup {
         /// The rejected key group.
         key_group: u32,
