@@ -223,6 +223,15 @@ pub enum SnapshotError {
         #[from]
         source: StateError,
     },
+    /// An operator state file whose bytes do not decode.
+    #[error("operator state file {path} is unreadable: {source}")]
+    OperatorState {
+        /// The file, relative to its root.
+        path: String,
+        /// The decoder's error.
+        #[source]
+        source: StateError,
+    },
     /// The snapshot was canceled.
     #[error("snapshot was canceled")]
     Cancelled,

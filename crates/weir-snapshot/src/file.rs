@@ -7,8 +7,8 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use weir_types::KeyGroupRange;
 
-use crate::error::{Result, SnapshotError};
 use crate::error::FormatError;
+use crate::error::{Result, SnapshotError};
 use crate::format::{DecodedBlock, Footer, SnapshotLayout};
 use crate::location::resolve;
 

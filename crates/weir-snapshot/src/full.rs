@@ -72,16 +72,20 @@ pub fn spawn_full_snapshot(
     let location = resolve(&storage.root, relative);
     let store = Arc::clone(&storage.store);
     let relative = relative.to_owned();
-    SnapshotFuture::spawn(runtime, Arc::clone(&storage.store), move |cancel| async move {
-        let job = FullSnapshotJob {
-            frozen,
-            store,
-            location: location?,
-            relative,
-            options,
-        };
-        job.run(cancel).await
-    })
+    SnapshotFuture::spawn(
+        runtime,
+        Arc::clone(&storage.store),
+        move |cancel| async move {
+            let job = FullSnapshotJob {
+                frozen,
+                store,
+                location: location?,
+                relative,
+                options,
+            };
+            job.run(cancel).await
+        },
+    )
 }
 
 struct FullSnapshotJob {

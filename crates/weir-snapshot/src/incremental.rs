@@ -20,7 +20,9 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
-use weir_types::{CheckpointId, KeyGroupRange, MaxParallelism, OperatorUid, StateDescriptor, SubtaskIndex};
+use weir_types::{
+    CheckpointId, KeyGroupRange, MaxParallelism, OperatorUid, StateDescriptor, SubtaskIndex,
+};
 
 use crate::error::{Result, SnapshotError};
 use crate::full::SnapshotStorage;
@@ -99,19 +101,21 @@ pub fn spawn_incremental_snapshot(
     let plans: Vec<Plan> = checkpoint
         .files
         .iter()
-        .map(|f| match uploaded.find_uploaded(&dir, &f.local_name, f.size) {
-            Some(done) if f.shared => Plan::Reuse(done.clone()),
-            _ if f.shared => Plan::Upload {
-                local: f.clone(),
-                relative: format!("{dir}/{}-{}", target.checkpoint, f.local_name),
-                shared: true,
+        .map(
+            |f| match uploaded.find_uploaded(&dir, &f.local_name, f.size) {
+                Some(done) if f.shared => Plan::Reuse(done.clone()),
+                _ if f.shared => Plan::Upload {
+                    local: f.clone(),
+                    relative: format!("{dir}/{}-{}", target.checkpoint, f.local_name),
+                    shared: true,
+                },
+                _ => Plan::Upload {
+                    local: f.clone(),
+                    relative: format!("{}/{}", target.private_dir, f.local_name),
+                    shared: false,
+                },
             },
-            _ => Plan::Upload {
-                local: f.clone(),
-                relative: format!("{}/{}", target.private_dir, f.local_name),
-                shared: false,
-            },
-        })
+        )
         .collect();
     let job = IncrementalJob {
         store: Arc::clone(&storage.store),
@@ -185,7 +189,13 @@ impl IncrementalJob {
             delete_all(&*self.store, &created).await?;
             return Err(SnapshotError::Cancelled);
         }
-        let state_size = self.handle.shared.iter().chain(&self.handle.private).map(|f| f.file.size).sum();
+        let state_size = self
+            .handle
+            .shared
+            .iter()
+            .chain(&self.handle.private)
+            .map(|f| f.file.size)
+            .sum();
         Ok(TaskOutput {
             outcome: SnapshotOutcome {
                 handle: self.handle,
@@ -217,8 +227,11 @@ impl IncrementalJob {
                 source,
             }
         };
-        let mut reader = tokio::fs::File::open(&local.path).await.map_err(io_err("open"))?;
-        let mut upload = ObjectUpload::start(&*self.store, location.clone(), self.part_size).await?;
+        let mut reader = tokio::fs::File::open(&local.path)
+            .await
+            .map_err(io_err("open"))?;
+        let mut upload =
+            ObjectUpload::start(&*self.store, location.clone(), self.part_size).await?;
         loop {
             let mut chunk = BytesMut::with_capacity(READ_CHUNK);
             let read = match reader.read_buf(&mut chunk).await {
@@ -283,7 +296,9 @@ async fn download_file(
             source,
         }
     };
-    let mut out = tokio::fs::File::create(target).await.map_err(io_err("create"))?;
+    let mut out = tokio::fs::File::create(target)
+        .await
+        .map_err(io_err("create"))?;
     let mut stream = store
         .get(&location)
         .await

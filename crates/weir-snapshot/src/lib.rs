@@ -8,6 +8,7 @@
 //!   key groups, at any parallelism and across backends (P5).
 //! - [`spawn_incremental_snapshot`], [`download_incremental`] and
 //!   [`SharedFileRegistry`]: RocksDB incremental checkpoints (B3).
+//! - [`write_operator_state`] and [`read_operator_state`]: operator state files (S8).
 //!
 //! Handles store paths relative to a root, so directories can move. This
 //! crate never creates a tokio runtime; callers pass a [`tokio::runtime::Handle`].
@@ -19,6 +20,7 @@ mod full;
 mod handle;
 mod incremental;
 mod location;
+mod operator;
 mod registry;
 mod restore;
 mod task;
@@ -34,6 +36,7 @@ pub use incremental::{
     IncrementalTarget, LocalCheckpoint, LocalFile, download_incremental, spawn_incremental_snapshot,
 };
 pub use location::shared_dir;
+pub use operator::{read_operator_state, write_operator_state};
 pub use registry::SharedFileRegistry;
 pub use restore::{RestoreStats, restore_keyed};
 pub use task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome};

@@ -33,10 +33,7 @@ pub(crate) fn resolve(root: &Path, relative: &str) -> Result<Path> {
 /// Checks a file name to be created inside a local directory: one plain
 /// segment, so a crafted handle cannot write outside the directory.
 pub(crate) fn check_file_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0']);
+    let ok = !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0']);
     if ok {
         Ok(())
     } else {

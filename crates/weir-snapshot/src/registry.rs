@@ -79,7 +79,12 @@ impl SharedFileRegistry {
     /// An uploaded file under `dir` (a subtask's shared directory) that was
     /// stored from a local file named `local_name` of `size` bytes: the
     /// same immutable SST, which need not be uploaded again.
-    pub fn find_uploaded(&self, dir: &str, local_name: &str, size: u64) -> Option<&SharedStateFile> {
+    pub fn find_uploaded(
+        &self,
+        dir: &str,
+        local_name: &str,
+        size: u64,
+    ) -> Option<&SharedStateFile> {
         self.files.values().map(|e| &e.file).find(|f| {
             f.local_name == local_name
                 && f.file.size == size
@@ -136,7 +141,7 @@ mod tests {
         let mut r = SharedFileRegistry::new();
         r.register(CheckpointId(1), &handle(&[a.clone(), b.clone()]));
         r.register(CheckpointId(2), &handle(&[a.clone(), c.clone()]));
-        r.register(CheckpointId(2), &handle(&[a.clone()]));
+        r.register(CheckpointId(2), &handle(std::slice::from_ref(&a)));
         assert_eq!(r.references(&a.file.path), 2);
 
         assert_eq!(r.release(CheckpointId(1)), vec![b.clone()]);

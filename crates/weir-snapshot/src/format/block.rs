@@ -94,7 +94,8 @@ impl DecodedBlock {
                 failed = true;
                 return Some(Err(corrupt("fewer entries than the index says")));
             }
-            let entry = decode_entry(&mut rest, self.key_group, descriptors).ok_or(())
+            let entry = decode_entry(&mut rest, self.key_group, descriptors)
+                .ok_or(())
                 .map_err(|()| corrupt("malformed entry"))
                 .and_then(|e| {
                     decoded += 1;

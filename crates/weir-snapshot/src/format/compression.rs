@@ -65,8 +65,8 @@ impl Compression {
             }
             Compression::Zstd => {
                 // Stream through a `take` so a lying size costs no memory.
-                let decoder = zstd::stream::read::Decoder::new(stored)
-                    .map_err(|e| failed(e.to_string()))?;
+                let decoder =
+                    zstd::stream::read::Decoder::new(stored).map_err(|e| failed(e.to_string()))?;
                 let mut raw = Vec::new();
                 decoder
                     .take(raw_len.saturating_add(1))
@@ -104,10 +104,14 @@ mod tests {
 
     #[test]
     fn every_mode_round_trips() {
-        let raw: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        let raw: Vec<u8> = (0..10_000u32)
+            .flat_map(|i| (i % 97).to_le_bytes())
+            .collect();
         for c in [Compression::None, Compression::Zstd, Compression::Lz4] {
             let stored = c.compress(&raw);
-            let back = c.decompress(SECTION, &stored, raw.len() as u64).expect("round trip");
+            let back = c
+                .decompress(SECTION, &stored, raw.len() as u64)
+                .expect("round trip");
             assert_eq!(back, raw, "{c:?}");
         }
     }
@@ -126,7 +130,10 @@ mod tests {
     #[test]
     fn garbage_is_an_error() {
         for c in [Compression::Zstd, Compression::Lz4] {
-            assert!(c.decompress(SECTION, b"\xff\x00garbage", 100).is_err(), "{c:?}");
+            assert!(
+                c.decompress(SECTION, b"\xff\x00garbage", 100).is_err(),
+                "{c:?}"
+            );
         }
     }
 }

@@ -50,7 +50,10 @@ impl SnapshotHeader {
         let mut descriptors = Vec::with_capacity(self.descriptors.len());
         for d in self.descriptors {
             let d = d.validated().map_err(invalid)?;
-            if descriptors.iter().any(|o: &StateDescriptor| o.name == d.name) {
+            if descriptors
+                .iter()
+                .any(|o: &StateDescriptor| o.name == d.name)
+            {
                 return Err(invalid(weir_types::TypesError::InvalidDescriptor {
                     name: d.name,
                     reason: "the snapshot lists this state name twice",

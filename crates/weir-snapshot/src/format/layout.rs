@@ -197,7 +197,11 @@ impl SnapshotLayout {
     }
 
     /// Checks and decompresses one block from its stored bytes.
-    pub fn decode_block(&self, info: &BlockInfo, stored: &[u8]) -> Result<DecodedBlock, FormatError> {
+    pub fn decode_block(
+        &self,
+        info: &BlockInfo,
+        stored: &[u8],
+    ) -> Result<DecodedBlock, FormatError> {
         let section = Section::KeyGroup(info.key_group);
         if stored.len() as u64 != info.length {
             return Err(FormatError::Truncated {
@@ -216,11 +220,7 @@ impl SnapshotLayout {
 }
 
 /// Encodes the footer for the given positions and checksums.
-pub(crate) fn encode_footer(
-    index_offset: u64,
-    index: &[u8],
-    header: &[u8],
-) -> Vec<u8> {
+pub(crate) fn encode_footer(index_offset: u64, index: &[u8], header: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(FOOTER_LEN as usize);
     out.extend_from_slice(&index_offset.to_le_bytes());
     out.extend_from_slice(&(index.len() as u64).to_le_bytes());

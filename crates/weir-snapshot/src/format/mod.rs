@@ -23,7 +23,9 @@ pub use layout::{BlockInfo, FOOTER_LEN, Footer, SnapshotLayout};
 mod tests {
     use proptest::prelude::*;
     use weir_state::{EntryPayload, StateEntry, StateId, push_list_item};
-    use weir_types::{KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, ValueType};
+    use weir_types::{
+        KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, ValueType,
+    };
 
     use super::*;
     use crate::error::FormatError;
@@ -57,7 +59,13 @@ mod tests {
                     for (state, payload) in [
                         (0, EntryPayload::Value(&key[..])),
                         (1, EntryPayload::List(&list)),
-                        (2, EntryPayload::MapEntry { user_key: b"u", value: &key[..] }),
+                        (
+                            2,
+                            EntryPayload::MapEntry {
+                                user_key: b"u",
+                                value: &key[..],
+                            },
+                        ),
                     ] {
                         let entry = StateEntry {
                             state: StateId(state),
@@ -107,15 +115,25 @@ mod tests {
             let layout = SnapshotLayout::from_file(&bytes).expect("valid");
             assert_eq!(layout.header(), &header(c));
             let some = layout.blocks_in(KeyGroupRange::new(6, 9).expect("valid"));
-            assert_eq!(some.iter().map(|b| b.key_group.0).collect::<Vec<_>>(), vec![6]);
-            assert!(layout.blocks_in(KeyGroupRange::new(7, 9).expect("valid")).is_empty());
+            assert_eq!(
+                some.iter().map(|b| b.key_group.0).collect::<Vec<_>>(),
+                vec![6]
+            );
+            assert!(
+                layout
+                    .blocks_in(KeyGroupRange::new(7, 9).expect("valid"))
+                    .is_empty()
+            );
         }
     }
 
     #[test]
     fn encoder_rejects_misuse() {
         let (mut enc, _) = SnapshotEncoder::start(header(Compression::None));
-        assert!(enc.start_key_group(KeyGroup(3)).is_err(), "outside the range");
+        assert!(
+            enc.start_key_group(KeyGroup(3)).is_err(),
+            "outside the range"
+        );
         enc.start_key_group(KeyGroup(6)).expect("valid");
         let entry = StateEntry {
             state: StateId(1),
@@ -124,9 +142,19 @@ mod tests {
             namespace: b"",
             payload: EntryPayload::Value(b"v"),
         };
-        assert!(enc.push_entry(&entry).is_err(), "value payload on a list state");
-        let other = StateEntry { key_group: KeyGroup(7), state: StateId(0), ..entry };
-        assert!(enc.push_entry(&other).is_err(), "entry of another key group");
+        assert!(
+            enc.push_entry(&entry).is_err(),
+            "value payload on a list state"
+        );
+        let other = StateEntry {
+            key_group: KeyGroup(7),
+            state: StateId(0),
+            ..entry
+        };
+        assert!(
+            enc.push_entry(&other).is_err(),
+            "entry of another key group"
+        );
         assert!(enc.finish_key_group().expect("open").is_none());
         assert!(enc.start_key_group(KeyGroup(6)).is_err(), "not ascending");
     }
@@ -136,7 +164,10 @@ mod tests {
         let (bytes, _) = file(Compression::Zstd);
         let n = bytes.len();
         let truncated = read_all(&bytes[..n - 1]).expect_err("truncated");
-        assert!(matches!(truncated, FormatError::BadMagic { .. }), "{truncated}");
+        assert!(
+            matches!(truncated, FormatError::BadMagic { .. }),
+            "{truncated}"
+        );
         let mut flipped = bytes.clone();
         flipped[n / 2] ^= 0x40;
         let err = read_all(&flipped).expect_err("corrupt");
@@ -146,7 +177,10 @@ mod tests {
         let version = (weir_types::FORMAT_VERSION + 1).to_le_bytes();
         future[n - 12..n - 8].copy_from_slice(&version);
         let err = read_all(&future).expect_err("newer version");
-        assert!(matches!(err, FormatError::UnsupportedVersion { found: 2, .. }), "{err}");
+        assert!(
+            matches!(err, FormatError::UnsupportedVersion { found: 2, .. }),
+            "{err}"
+        );
         assert!(read_all(b"short").is_err());
     }
 
