@@ -12,6 +12,46 @@
 //!
 //! Handles store paths relative to a root, so directories can move. This
 //! crate never creates a tokio runtime; callers pass a [`tokio::runtime::Handle`].
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use object_store::{memory::InMemory, path::Path};
+//! use weir_snapshot::{FullSnapshotOptions, KeyedStateHandle, SnapshotStorage};
+//! use weir_state::{HeapKeyedStateBackend, KeyedStateBackend, StateKey};
+//! use weir_types::{Attempt, Epoch, KeyGroup, MaxParallelism, StateDescriptor, StateKind, ValueType};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let max = MaxParallelism::new(4)?;
+//! let mut backend = HeapKeyedStateBackend::new(max, max.full_range())?;
+//! let count = StateDescriptor::new("count", StateKind::Value, ValueType::Int64)?;
+//! let id = backend.register_state(&count)?;
+//! backend.begin_epoch(Epoch(1), Attempt(0))?;
+//! backend.put_value(id, StateKey::new(KeyGroup(2), b"k"), b"42")?;
+//! backend.commit_epoch(Epoch(1), Attempt(0))?;
+//! backend.finalize_up_to(Epoch(1))?;
+//!
+//! // The synchronous part, then the asynchronous part on a runtime.
+//! let frozen = backend.snapshot_sync()?;
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! let storage = SnapshotStorage { store: Arc::new(InMemory::new()), root: Path::from("job") };
+//! let future = weir_snapshot::spawn_full_snapshot(
+//!     runtime.handle(), frozen, &storage, "chk-1/op/0", FullSnapshotOptions::default(),
+//! );
+//! let outcome = runtime.block_on(future)?;
+//! let handles = [KeyedStateHandle::Full(outcome.handle)];
+//!
+//! // Restore into a fresh backend (any range, any backend).
+//! let mut restored = HeapKeyedStateBackend::new(max, max.full_range())?;
+//! runtime.block_on(weir_snapshot::restore_keyed(
+//!     &mut restored, &handles, &*storage.store, &storage.root,
+//! ))?;
+//! let id = restored.register_state(&count)?;
+//! let value = restored.get_value(id, StateKey::new(KeyGroup(2), b"k"))?;
+//! assert_eq!(value.as_deref(), Some(&b"42"[..]));
+//! # Ok(())
+//! # }
+//! ```
 
 mod error;
 mod file;

@@ -58,6 +58,8 @@ pub(crate) struct TaskOutput<H> {
 #[must_use = "dropping a SnapshotFuture cancels the snapshot"]
 pub struct SnapshotFuture<H: Send + 'static> {
     cancel: CancellationToken,
+    /// Where cleanup goes when the future is dropped unfinished.
+    runtime: Option<Handle>,
     inner: Inner<H>,
 }
 
@@ -65,7 +67,6 @@ enum Inner<H> {
     Ready(SnapshotOutcome<H>),
     Running {
         join: JoinHandle<Result<TaskOutput<H>>>,
-        runtime: Handle,
         store: Arc<dyn ObjectStore>,
     },
     Reaping(BoxFuture<'static, ()>),
@@ -81,6 +82,7 @@ impl<H: Send + 'static> SnapshotFuture<H> {
     pub fn completed(outcome: SnapshotOutcome<H>) -> Self {
         Self {
             cancel: CancellationToken::new(),
+            runtime: None,
             inner: Inner::Ready(outcome),
         }
     }
@@ -99,11 +101,8 @@ impl<H: Send + 'static> SnapshotFuture<H> {
         let join = runtime.spawn(work(cancel.clone()));
         Self {
             cancel,
-            inner: Inner::Running {
-                join,
-                runtime: runtime.clone(),
-                store,
-            },
+            runtime: Some(runtime.clone()),
+            inner: Inner::Running { join, store },
         }
     }
 
@@ -186,19 +185,23 @@ impl<H: Send + 'static> Future for SnapshotFuture<H> {
 
 impl<H: Send + 'static> Drop for SnapshotFuture<H> {
     fn drop(&mut self) {
-        if let Inner::Running {
-            join,
-            runtime,
-            store,
-        } = std::mem::replace(&mut self.inner, Inner::Done)
-        {
-            self.cancel.cancel();
-            // Nobody will take the handle: whatever the task uploaded goes.
-            runtime.spawn(async move {
-                if let Ok(Ok(output)) = join.await {
-                    let _ = delete_all(&*store, &output.created).await;
-                }
-            });
+        let Some(runtime) = &self.runtime else {
+            return;
+        };
+        match std::mem::replace(&mut self.inner, Inner::Done) {
+            Inner::Running { join, store } => {
+                self.cancel.cancel();
+                // Nobody will take the handle: whatever the task uploaded goes.
+                runtime.spawn(async move {
+                    if let Ok(Ok(output)) = join.await {
+                        let _ = delete_all(&*store, &output.created).await;
+                    }
+                });
+            }
+            Inner::Reaping(reap) => {
+                runtime.spawn(reap);
+            }
+            Inner::Ready(_) | Inner::Done => {}
         }
     }
 }

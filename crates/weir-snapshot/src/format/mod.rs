@@ -204,5 +204,24 @@ mod tests {
             // Either error or a consistent read; never a panic.
             let _ = read_all(&bytes);
         }
+
+        #[test]
+        fn arbitrary_blocks_never_panic(
+            compression in prop_oneof![Just(Compression::None), Just(Compression::Zstd), Just(Compression::Lz4)],
+            stored in proptest::collection::vec(any::<u8>(), 0..256),
+            raw_length in prop_oneof![0u64..1024, Just(u64::MAX)],
+            entries in 0u64..8,
+        ) {
+            // Bytes that got past the checksums still only give errors.
+            let section = crate::error::Section::KeyGroup(KeyGroup(5));
+            if let Ok(raw) = compression.decompress(section, &stored, raw_length) {
+                let block = DecodedBlock::new(KeyGroup(5), raw, entries);
+                let descriptors = header(compression).descriptors;
+                let _ = block.entries(&descriptors).count();
+            }
+            let block = DecodedBlock::new(KeyGroup(5), stored.clone(), entries);
+            let _ = block.entries(&header(compression).descriptors).count();
+            let _ = SnapshotHeader::decode(&stored);
+        }
     }
 }

@@ -100,3 +100,24 @@ async fn missing_file_is_a_storage_error() {
     assert!(matches!(err, SnapshotError::Storage { .. }), "{err}");
     assert!(err.to_string().contains("chk-9/op/0"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_handles_are_refused_by_file_restore() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let storage = local_storage(&dir);
+    let handle = KeyedStateHandle::Incremental(weir_snapshot::IncrementalSnapshotHandle {
+        key_group_range: range(1, 0),
+        max_parallelism: max(),
+        descriptors: descriptors(),
+        shared: vec![],
+        private: vec![],
+    });
+    let mut b = HeapKeyedStateBackend::new(max(), range(1, 0)).expect("valid");
+    let err = restore_keyed(&mut b, &[handle], &*storage.store, &storage.root)
+        .await
+        .expect_err("incremental");
+    assert!(
+        matches!(err, SnapshotError::UnsupportedHandle { .. }),
+        "{err}"
+    );
+}
