@@ -36,23 +36,29 @@ fn get_update(c: &mut Criterion) {
     let mut group = c.benchmark_group("heap_value_get_update");
     group.throughput(Throughput::Elements(1));
     for n in [10_000u64, 1_000_000] {
-        let (mut b, id, keys) = filled(n);
-        b.begin_epoch(Epoch(2), Attempt(0)).expect("begins");
-        // Visit keys in a scattered order so lookups miss the cache as a
-        // real key stream would.
-        let order: Vec<usize> = (0..keys.len())
-            .map(|i| (i.wrapping_mul(7_919)) % keys.len())
-            .collect();
+        // Criterion calls the closure once per sample; set up once, and only
+        // when the filter selects this benchmark.
+        let mut setup = None;
         let mut next = 0usize;
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| {
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, &n| {
+            let (b, id, keys, order) = setup.get_or_insert_with(|| {
+                let (mut b, id, keys) = filled(n);
+                b.begin_epoch(Epoch(2), Attempt(0)).expect("begins");
+                // Visit keys in a scattered order so lookups miss the cache
+                // as a real key stream would.
+                let order: Vec<usize> = (0..keys.len())
+                    .map(|i| (i.wrapping_mul(7_919)) % keys.len())
+                    .collect();
+                (b, id, keys, order)
+            });
             bench.iter(|| {
                 let (k, kg) = &keys[order[next]];
                 next = (next + 1) % order.len();
                 let key = StateKey::new(*kg, k);
-                let old = b.get_value(id, key).expect("reads").map_or(0, |v| {
+                let old = b.get_value(*id, key).expect("reads").map_or(0, |v| {
                     i64::from_le_bytes(v.as_ref().try_into().expect("8 bytes"))
                 });
-                b.put_value(id, key, &(old + 1).to_le_bytes())
+                b.put_value(*id, key, &(old + 1).to_le_bytes())
                     .expect("puts");
             });
         });
@@ -66,8 +72,9 @@ fn snapshot_sync(c: &mut Criterion) {
         if n >= 10_000_000 {
             group.sample_size(10);
         }
-        let (mut b, _, _) = filled(n);
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| {
+        let mut setup = None;
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, &n| {
+            let b = &mut setup.get_or_insert_with(|| filled(n)).0;
             bench.iter(|| black_box(b.snapshot_sync().expect("all final")));
         });
     }

@@ -7,6 +7,7 @@ use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use weir_types::{Epoch, StateKind};
 
+use crate::heap::bytes::SmallBytes;
 use crate::heap::table::StateTable;
 
 /// One user-map entry: its value and the epoch of its last write (`None` when
@@ -27,7 +28,7 @@ pub(crate) type UserMap = HashMap<Box<[u8]>, MapValue, FixedState>;
 pub(crate) enum StateData {
     /// Value, reducing and aggregating states (encoded value) and list states
     /// (canonical list payload, never empty).
-    Bytes(StateTable<Vec<u8>>),
+    Bytes(StateTable<SmallBytes>),
     /// Map states (never empty maps).
     Map(StateTable<UserMap>),
 }

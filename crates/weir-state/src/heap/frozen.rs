@@ -9,6 +9,7 @@ use weir_types::{KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor};
 use crate::backend::StateId;
 use crate::error::{Result, StateError};
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
+use crate::heap::bytes::SmallBytes;
 use crate::heap::data::{StateData, UserMap};
 use crate::heap::table::GroupTable;
 
@@ -17,7 +18,7 @@ enum FrozenData {
     /// Value-like states (`list == false`) or list states.
     Bytes {
         list: bool,
-        groups: Vec<Arc<GroupTable<Vec<u8>>>>,
+        groups: Vec<Arc<GroupTable<SmallBytes>>>,
     },
     /// Map states.
     Map(Vec<Arc<GroupTable<UserMap>>>),
@@ -91,9 +92,9 @@ impl FrozenKeyedState for HeapFrozenState {
                 FrozenData::Bytes { list, groups } => {
                     for slot in groups[group].iter() {
                         let payload = if *list {
-                            EntryPayload::List(&slot.payload)
+                            EntryPayload::List(&slot.payload[..])
                         } else {
-                            EntryPayload::Value(&slot.payload)
+                            EntryPayload::Value(&slot.payload[..])
                         };
                         visit(StateEntry {
                             state,

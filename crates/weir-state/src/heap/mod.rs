@@ -10,6 +10,7 @@
 //! This module does not serialize anything (see `weir-snapshot`) and does not
 //! decode values or enforce TTL.
 
+mod bytes;
 mod data;
 mod frozen;
 mod table;
@@ -26,6 +27,7 @@ use crate::epoch::EpochLog;
 use crate::error::{Result, StateError};
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
+use bytes::SmallBytes;
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
 use table::{SlotKey, StateTable};
@@ -124,7 +126,7 @@ impl HeapKeyedStateBackend {
         Ok((u32::from(key_group.0) - self.range.start()) as usize)
     }
 
-    fn bytes(&self, state: StateId) -> &StateTable<Vec<u8>> {
+    fn bytes(&self, state: StateId) -> &StateTable<SmallBytes> {
         match &self.data[state.0 as usize] {
             StateData::Bytes(t) => t,
             StateData::Map(_) => unreachable!("value and list states hold byte tables"),
@@ -145,14 +147,17 @@ impl HeapKeyedStateBackend {
         state: StateId,
         group: usize,
         key: StateKey<'_>,
-        write: impl FnOnce(&mut Vec<u8>),
+        write: impl FnOnce(&mut SmallBytes),
     ) -> Result<()> {
         let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
         let StateData::Bytes(table) = &mut self.data[state.0 as usize] else {
             unreachable!("value and list states hold byte tables");
         };
-        let (slot, inserted) =
-            table.get_or_insert(group, SlotKey::new(key.key, key.namespace), Vec::new);
+        let (slot, inserted) = table.get_or_insert(
+            group,
+            SlotKey::new(key.key, key.namespace),
+            SmallBytes::default,
+        );
         if inserted || slot.tag != Some(epoch) {
             log.push(Undo::Bytes {
                 target: UndoTarget {
@@ -291,15 +296,12 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         let slot = self
             .bytes(state)
             .get(group, SlotKey::new(key.key, key.namespace));
-        Ok(slot.map(|s| Cow::Borrowed(s.payload.as_slice())))
+        Ok(slot.map(|s| Cow::Borrowed(&s.payload[..])))
     }
 
     fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> Result<()> {
         let group = self.locate(state, key.key_group, Access::Value)?;
-        self.write_bytes(state, group, key, |payload| {
-            payload.clear();
-            payload.extend_from_slice(value);
-        })
+        self.write_bytes(state, group, key, |payload| payload.set(value))
     }
 
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()> {
@@ -312,7 +314,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         let slot = self
             .bytes(state)
             .get(group, SlotKey::new(key.key, key.namespace));
-        Ok(slot.map(|s| Cow::Borrowed(s.payload.as_slice())))
+        Ok(slot.map(|s| Cow::Borrowed(&s.payload[..])))
     }
 
     fn append_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()> {
@@ -321,7 +323,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             // Still a write: it needs an open epoch.
             return self.epochs.write_epoch().map(|_| ());
         }
-        self.write_bytes(state, group, key, |items| items.extend_from_slice(payload))
+        self.write_bytes(state, group, key, |items| items.extend(payload))
     }
 
     fn replace_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()> {
@@ -329,10 +331,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         if payload.is_empty() {
             return self.remove_entry(state, group, key);
         }
-        self.write_bytes(state, group, key, |items| {
-            items.clear();
-            items.extend_from_slice(payload);
-        })
+        self.write_bytes(state, group, key, |items| items.set(payload))
     }
 
     fn map_get(
@@ -489,12 +488,12 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         let k = SlotKey::new(entry.key, entry.namespace);
         match (&mut self.data[entry.state.0 as usize], entry.payload) {
             (StateData::Bytes(table), EntryPayload::Value(value)) => {
-                table.set(group, k, value.to_vec(), None);
+                table.set(group, k, SmallBytes::from_slice(value), None);
             }
             (StateData::Bytes(table), EntryPayload::List(items)) => {
                 if !items.is_empty() {
-                    let (slot, _) = table.get_or_insert(group, k, Vec::new);
-                    slot.payload.extend_from_slice(items);
+                    let (slot, _) = table.get_or_insert(group, k, SmallBytes::default);
+                    slot.payload.extend(items);
                 }
             }
             (StateData::Map(table), EntryPayload::MapEntry { user_key, value }) => {

@@ -15,6 +15,8 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use weir_types::Epoch;
 
+use crate::heap::bytes::SmallBytes;
+
 /// Entries per bucket above which a key group doubles its bucket count; it
 /// bounds what the first write after a snapshot copies.
 const MAX_BUCKET_LEN: usize = 1024;
@@ -43,11 +45,11 @@ impl<'a> SlotKey<'a> {
     }
 }
 
-/// One entry: its key and namespace (concatenated in one allocation), the
+/// One entry: its key and namespace (concatenated, inline when short), the
 /// payload, and the epoch of its last write (`None` for restored entries).
 #[derive(Debug, Clone)]
 pub(crate) struct Slot<P> {
-    bytes: Box<[u8]>,
+    bytes: SmallBytes,
     key_len: u32,
     hash: u64,
     /// The stored data.
@@ -58,11 +60,10 @@ pub(crate) struct Slot<P> {
 
 impl<P> Slot<P> {
     fn new(k: SlotKey<'_>, payload: P, tag: Option<Epoch>) -> Self {
-        let mut bytes = Vec::with_capacity(k.key.len() + k.namespace.len());
-        bytes.extend_from_slice(k.key);
-        bytes.extend_from_slice(k.namespace);
+        let mut bytes = SmallBytes::from_slice(k.key);
+        bytes.extend(k.namespace);
         Self {
-            bytes: bytes.into_boxed_slice(),
+            bytes,
             // Keys longer than 4 GiB cannot reach here: they come from Arrow
             // rows and Python values, far below that.
             key_len: u32::try_from(k.key.len()).expect("keys are shorter than 4 GiB"),
@@ -91,6 +92,7 @@ impl<P> Slot<P> {
         }
     }
 
+    #[inline]
     fn matches(&self, k: SlotKey<'_>) -> bool {
         self.hash == k.hash && self.key() == k.key && self.namespace() == k.namespace
     }
@@ -99,7 +101,7 @@ impl<P> Slot<P> {
 /// A [`SlotKey`] that owns its bytes (kept in undo logs).
 #[derive(Debug, Clone)]
 pub(crate) struct OwnedSlotKey {
-    bytes: Box<[u8]>,
+    bytes: SmallBytes,
     key_len: u32,
     hash: u64,
 }

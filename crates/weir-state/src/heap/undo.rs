@@ -7,6 +7,7 @@
 
 use weir_types::Epoch;
 
+use crate::heap::bytes::SmallBytes;
 use crate::heap::data::{MapValue, StateData, UserMap};
 use crate::heap::table::OwnedSlotKey;
 
@@ -29,7 +30,7 @@ pub(crate) enum Undo {
         /// The entry.
         target: UndoTarget,
         /// What it held.
-        old: Option<(Vec<u8>, Option<Epoch>)>,
+        old: Option<(SmallBytes, Option<Epoch>)>,
     },
     /// A whole map entry: its old map and tag, or absent.
     Map {
