@@ -1,0 +1,43 @@
+//! Checkpoint storage, the `_metadata` format, retention, savepoints and
+//! restore plans.
+//!
+//! A completed checkpoint is one `_metadata` file ([`CheckpointMetadata`],
+//! encoded by [`encode_metadata`]) that names every state file of the job's
+//! operators. [`CheckpointStorage`] publishes it atomically and finds the
+//! newest valid one after a crash; [`Retention`] keeps the last few and says
+//! what nothing references any more; [`create_savepoint`] copies a checkpoint
+//! into a self-contained, movable savepoint; [`RestorePlan`] decides which
+//! stored handles each subtask of a (possibly rescaled) job restores.
+//!
+//! ```
+//! use weir_checkpoint::{CheckpointKind, CheckpointMetadata, decode_metadata, encode_metadata};
+//! use weir_types::{CheckpointId, Epoch, JobId};
+//!
+//! let meta = CheckpointMetadata::new(
+//!     JobId::new("orders")?,
+//!     CheckpointId(7),
+//!     CheckpointKind::Checkpoint,
+//!     Epoch(41),
+//! );
+//! let bytes = encode_metadata(&meta)?;
+//! assert_eq!(decode_metadata(&bytes, "chk-7/_metadata")?, meta);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+pub mod layout;
+mod location;
+mod metadata;
+mod resolved;
+mod retention;
+mod storage;
+
+pub use error::{CheckpointError, MetadataProblem, Result, UidList};
+pub use location::{StorageLocation, StorageOptions};
+pub use metadata::{
+    CheckpointKind, CheckpointMetadata, InlineFile, METADATA_MAGIC, MetadataStats,
+    OperatorStateMeta, SubtaskStateMeta, decode_metadata, encode_metadata,
+};
+pub use resolved::ResolvedSnapshot;
+pub use retention::{Retention, SubsumeDecision};
+pub use storage::CheckpointStorage;

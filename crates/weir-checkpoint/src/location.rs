@@ -1,0 +1,246 @@
+//! Where checkpoints live: an object store and a root inside it, parsed from
+//! a URL.
+//!
+//! Supported: `file:///abs/path` and plain paths (local file system),
+//! `s3://bucket/prefix` (S3 and S3-compatible servers, configured by
+//! [`StorageOptions`] and the usual `AWS_*` environment variables), and
+//! `memory://prefix` (a fresh in-process store, for tests). This module opens
+//! stores; it does not know the checkpoint layout (`layout`) or read anything.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use weir_snapshot::SnapshotStorage;
+
+use crate::error::{CheckpointError, Result};
+use crate::layout;
+
+/// Settings for remote stores, e.g. `endpoint`, `region`,
+/// `access_key_id`, `secret_access_key`, `allow_http` for S3; every key the
+/// `object_store` S3 builder accepts. They override the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageOptions {
+    /// Key-value settings, applied in key order.
+    pub settings: BTreeMap<String, String>,
+}
+
+impl StorageOptions {
+    /// The same options with `key` set to `value`.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.settings.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// An object store and a directory inside it.
+///
+/// Cloning shares the store, so clones see each other's writes (which
+/// matters for `memory://`).
+#[derive(Clone)]
+pub struct StorageLocation {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    url: String,
+}
+
+impl fmt::Debug for StorageLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageLocation")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for StorageLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+impl StorageLocation {
+    /// Opens the store a URL names; a local directory is created if missing.
+    pub fn parse(url: &str, options: &StorageOptions) -> Result<Self> {
+        let invalid = |reason| CheckpointError::InvalidUrl {
+            url: url.to_owned(),
+            reason,
+        };
+        let (scheme, rest) = match url.split_once("://") {
+            Some((scheme, rest)) => (scheme, rest),
+            None => ("file", url),
+        };
+        match scheme {
+            "file" => {
+                if url.contains("://") && !rest.starts_with('/') {
+                    return Err(invalid("file URLs must be absolute: file:///path"));
+                }
+                Self::local(rest, url)
+            }
+            "s3" | "s3a" => {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(invalid("an s3 URL needs a bucket: s3://bucket/prefix"));
+                }
+                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                for (key, value) in &options.settings {
+                    let key: AmazonS3ConfigKey =
+                        key.parse()
+                            .map_err(|_| CheckpointError::UnknownStorageOption {
+                                url: url.to_owned(),
+                                key: key.clone(),
+                            })?;
+                    builder = builder.with_config(key, value);
+                }
+                let store = builder
+                    .build()
+                    .map_err(|source| CheckpointError::OpenStore {
+                        url: url.to_owned(),
+                        source,
+                    })?;
+                Ok(Self::new(Arc::new(store), Self::prefix(prefix, url)?, url))
+            }
+            "memory" => Ok(Self::new(
+                Arc::new(InMemory::new()),
+                Self::prefix(rest, url)?,
+                url,
+            )),
+            _ => Err(invalid("use file://, s3://, memory:// or a plain path")),
+        }
+    }
+
+    /// A location over an existing store, e.g. one in-memory store shared by
+    /// several locations in a test.
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path, url: impl Into<String>) -> Self {
+        Self {
+            store,
+            root,
+            url: url.into(),
+        }
+    }
+
+    /// The object store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The root directory inside the store.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The URL the location was opened from (or a child of it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The directory `relative` below this one, in the same store.
+    pub fn child(&self, relative: &str) -> Result<Self> {
+        Ok(Self {
+            store: Arc::clone(&self.store),
+            root: layout::join(&self.root, relative)?,
+            url: format!("{}/{relative}", self.url.trim_end_matches('/')),
+        })
+    }
+
+    /// The same directory as the snapshot crate's storage type, for writing
+    /// and restoring state files whose paths are relative to it.
+    pub fn snapshot_storage(&self) -> SnapshotStorage {
+        SnapshotStorage {
+            store: Arc::clone(&self.store),
+            root: self.root.clone(),
+        }
+    }
+
+    fn local(path: &str, url: &str) -> Result<Self> {
+        let io_error = |source| CheckpointError::LocalDirectory {
+            path: path.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(path).map_err(io_error)?;
+        let dir = std::fs::canonicalize(path).map_err(io_error)?;
+        // Automatic cleanup removes directories emptied by deletes, so a
+        // subsumed `chk-<n>/` disappears entirely; fsync makes a completed
+        // `_metadata` survive a power loss, as it would on an object store.
+        let store = LocalFileSystem::new_with_prefix(&dir)
+            .map_err(|source| CheckpointError::OpenStore {
+                url: url.to_owned(),
+                source,
+            })?
+            .with_automatic_cleanup(true)
+            .with_fsync(true);
+        Ok(Self::new(Arc::new(store), Path::default(), url))
+    }
+
+    fn prefix(prefix: &str, url: &str) -> Result<Path> {
+        let prefix = prefix.trim_matches('/');
+        if prefix.is_empty() {
+            return Ok(Path::default());
+        }
+        Path::parse(prefix).map_err(|_| CheckpointError::InvalidUrl {
+            url: url.to_owned(),
+            reason: "its path has an empty, '.' or '..' segment",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_pick_the_store_and_root() {
+        let memory =
+            StorageLocation::parse("memory://ckpt/a", &StorageOptions::default()).expect("memory");
+        assert_eq!(memory.root().as_ref(), "ckpt/a");
+        assert_eq!(
+            memory.child("job").expect("valid").root().as_ref(),
+            "ckpt/a/job"
+        );
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("plain");
+        let local = StorageLocation::parse(&plain.to_string_lossy(), &StorageOptions::default())
+            .expect("plain path");
+        assert!(plain.is_dir());
+        assert_eq!(local.root().as_ref(), "");
+        let url = format!("file://{}", dir.path().join("url").display());
+        StorageLocation::parse(&url, &StorageOptions::default()).expect("file url");
+        assert!(dir.path().join("url").is_dir());
+
+        let s3 = StorageLocation::parse(
+            "s3://bucket/ckpt/",
+            &StorageOptions::default().with("region", "us-east-1"),
+        )
+        .expect("s3");
+        assert_eq!(s3.root().as_ref(), "ckpt");
+    }
+
+    #[test]
+    fn bad_urls_are_explained() {
+        let opts = StorageOptions::default();
+        for url in [
+            "ftp://x/y",
+            "file://relative/x",
+            "s3:///prefix",
+            "memory://a/../b",
+        ] {
+            assert!(
+                matches!(
+                    StorageLocation::parse(url, &opts),
+                    Err(CheckpointError::InvalidUrl { .. })
+                ),
+                "{url}"
+            );
+        }
+        let typo = StorageOptions::default().with("endpiont", "http://x");
+        assert!(matches!(
+            StorageLocation::parse("s3://b/p", &typo),
+            Err(CheckpointError::UnknownStorageOption { .. })
+        ));
+    }
+}

@@ -1,0 +1,356 @@
+//! Checkpoint storage of one job: where subtasks write state files, the
+//! atomic write of `_metadata` that completes a checkpoint, finding the
+//! newest completed checkpoint after a crash, and deleting checkpoints.
+//!
+//! A checkpoint is complete exactly when `chk-<n>/_metadata` exists and
+//! decodes: the file is published in one step (staged file + link on the
+//! local file system, a create-only put on object stores), so a crash while
+//! writing state files or the metadata leaves no complete-looking directory.
+//! Which checkpoints to delete is decided by `retention`; this module only
+//! performs deletions.
+
+use std::collections::BTreeSet;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use weir_snapshot::{SnapshotStorage, StateFile};
+use weir_types::{CheckpointId, JobId};
+
+use crate::error::{CheckpointError, Result};
+use crate::layout;
+use crate::location::StorageLocation;
+use crate::metadata::{CheckpointKind, CheckpointMetadata, InlineFile, encode_metadata};
+use crate::resolved::{ResolvedSnapshot, read_state_file};
+use crate::retention::{Retention, SubsumeDecision};
+
+/// Where state files go.
+#[derive(Debug, Clone)]
+enum Placement {
+    /// In the job directory, next to `_metadata`.
+    Files,
+    /// Staged in process memory, then moved into `_metadata` ("jobmanager"
+    /// storage), each file at most `max_file_bytes`.
+    Inline {
+        staging: StorageLocation,
+        max_file_bytes: u64,
+    },
+}
+
+/// The checkpoints of one job: `<checkpoint dir>/<job id>/`.
+#[derive(Debug, Clone)]
+pub struct CheckpointStorage {
+    job: JobId,
+    job_dir: StorageLocation,
+    placement: Placement,
+}
+
+impl CheckpointStorage {
+    /// File-system-style storage: state files and `_metadata` under
+    /// `checkpoint_dir/<job>/`.
+    pub fn filesystem(checkpoint_dir: &StorageLocation, job: JobId) -> Result<Self> {
+        Ok(Self {
+            job_dir: checkpoint_dir.child(job.as_str())?,
+            job,
+            placement: Placement::Files,
+        })
+    }
+
+    /// "jobmanager" storage for small state (B2, B6): state files are staged
+    /// in memory and stored inside `_metadata` when the checkpoint
+    /// completes; a file larger than `max_file_bytes` fails that checkpoint
+    /// with [`CheckpointError::InlineStateTooLarge`]. `_metadata` itself
+    /// still goes to `checkpoint_dir/<job>/` so recovery can find it.
+    ///
+    /// The staging store lives in this process, so the subtasks must write
+    /// through [`CheckpointStorage::state_storage`] of this same value.
+    pub fn jobmanager(
+        checkpoint_dir: &StorageLocation,
+        job: JobId,
+        max_file_bytes: u64,
+    ) -> Result<Self> {
+        let staging = StorageLocation::new(Arc::new(InMemory::new()), Path::default(), "memory://");
+        Ok(Self {
+            job_dir: checkpoint_dir.child(job.as_str())?,
+            job,
+            placement: Placement::Inline {
+                staging,
+                max_file_bytes,
+            },
+        })
+    }
+
+    /// The job.
+    pub fn job_id(&self) -> &JobId {
+        &self.job
+    }
+
+    /// The job directory: handle paths of checkpoints are relative to it.
+    pub fn job_dir(&self) -> &StorageLocation {
+        &self.job_dir
+    }
+
+    /// Where snapshot tasks write state files, at paths relative to the job
+    /// directory (see [`layout::subtask_dir`] and `weir_snapshot::shared_dir`).
+    pub fn state_storage(&self) -> SnapshotStorage {
+        match &self.placement {
+            Placement::Files => self.job_dir.snapshot_storage(),
+            Placement::Inline { staging, .. } => staging.snapshot_storage(),
+        }
+    }
+
+    /// Completes checkpoint `metadata.checkpoint_id` by publishing its
+    /// `_metadata` in one atomic, create-only step, and returns the metadata
+    /// as written (with inline files for "jobmanager" storage).
+    ///
+    /// Fails without publishing anything if the metadata belongs to another
+    /// job, is a savepoint, is inconsistent, or the checkpoint exists already.
+    pub async fn complete(&self, metadata: &CheckpointMetadata) -> Result<CheckpointMetadata> {
+        if metadata.job_id != self.job {
+            return Err(CheckpointError::WrongJob {
+                expected: self.job.clone(),
+                found: metadata.job_id.clone(),
+            });
+        }
+        if metadata.kind != CheckpointKind::Checkpoint {
+            return Err(CheckpointError::WrongKind {
+                checkpoint: metadata.checkpoint_id,
+                expected: CheckpointKind::Checkpoint,
+            });
+        }
+        let mut metadata = metadata.clone();
+        if let Placement::Inline {
+            staging,
+            max_file_bytes,
+        } = &self.placement
+        {
+            inline_files(&mut metadata, staging, *max_file_bytes).await?;
+        }
+        let relative = layout::checkpoint_metadata(metadata.checkpoint_id);
+        let path = layout::join(self.job_dir.root(), &relative)?;
+        put_new(
+            self.job_dir.store().as_ref(),
+            &path,
+            encode_metadata(&metadata)?,
+            &relative,
+        )
+        .await?;
+        if let Placement::Inline { staging, .. } = &self.placement {
+            // The bytes live in `_metadata` now; free the staged copies.
+            let paths: Vec<String> = metadata.inline.keys().cloned().collect();
+            delete_paths(staging, paths.iter().map(String::as_str)).await?;
+        }
+        Ok(metadata)
+    }
+
+    /// Opens completed checkpoint `id`.
+    pub async fn open(&self, id: CheckpointId) -> Result<ResolvedSnapshot> {
+        ResolvedSnapshot::open(&self.job_dir.child(&layout::checkpoint_dir(id))?).await
+    }
+
+    /// The checkpoint directories present, complete or not, in ascending order.
+    pub async fn checkpoint_dirs(&self) -> Result<Vec<CheckpointId>> {
+        let listing = match self
+            .job_dir
+            .store()
+            .list_with_delimiter(Some(self.job_dir.root()))
+            .await
+        {
+            Ok(listing) => listing,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(CheckpointError::Store {
+                    operation: "list",
+                    path: self.job_dir.url().to_owned(),
+                    source,
+                });
+            }
+        };
+        let mut ids: Vec<CheckpointId> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().and_then(layout::parse_checkpoint_dir))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Every completed checkpoint, oldest first. A directory whose
+    /// `_metadata` is missing, truncated, corrupt or from a newer Weir is
+    /// not a completed checkpoint and is left out; storage errors are errors.
+    pub async fn completed(&self) -> Result<Vec<CheckpointMetadata>> {
+        let mut completed = Vec::new();
+        for id in self.checkpoint_dirs().await? {
+            if let Some(meta) = self.try_open(id).await? {
+                completed.push(meta);
+            }
+        }
+        Ok(completed)
+    }
+
+    /// The newest completed checkpoint, if any (C11); see [`Self::completed`]
+    /// for what counts as completed.
+    pub async fn latest_completed(&self) -> Result<Option<CheckpointMetadata>> {
+        for id in self.checkpoint_dirs().await?.into_iter().rev() {
+            if let Some(meta) = self.try_open(id).await? {
+                return Ok(Some(meta));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bytes of a state file of completed checkpoint `metadata`, verified.
+    pub async fn read_state_file(
+        &self,
+        metadata: &CheckpointMetadata,
+        file: &StateFile,
+    ) -> Result<bytes::Bytes> {
+        read_state_file(metadata, &self.job_dir, file).await
+    }
+
+    /// Deletes what a retention decision names: each discarded checkpoint's
+    /// directory (metadata first, so it stops counting as completed before
+    /// its files go) and the shared files nothing references any more.
+    pub async fn apply(&self, decision: &SubsumeDecision) -> Result<()> {
+        for &id in &decision.discard {
+            self.discard(id).await?;
+        }
+        let shared = decision.shared_files.iter().map(|f| f.file.path.as_str());
+        delete_paths(&self.job_dir, shared).await
+    }
+
+    /// Deletes checkpoint `id`'s directory: its `_metadata` first, then
+    /// every file under `chk-<id>/` (also those of a checkpoint that never
+    /// completed). Shared files are not touched; see [`Self::apply`].
+    pub async fn discard(&self, id: CheckpointId) -> Result<()> {
+        let metadata = layout::checkpoint_metadata(id);
+        delete_paths(&self.job_dir, [metadata.as_str()]).await?;
+        let dir = self.job_dir.child(&layout::checkpoint_dir(id))?;
+        delete_tree(&dir).await
+    }
+
+    /// Rebuilds retention after a restart from the completed checkpoints in
+    /// storage and deletes what it no longer retains: checkpoints beyond the
+    /// newest `max_retained`, the shared files only they used, and the
+    /// directories of checkpoints that never completed. Call it before
+    /// triggering new checkpoints, never while a checkpoint is in flight.
+    pub async fn recover_retention(&self, max_retained: NonZeroUsize) -> Result<Retention> {
+        let completed = self.completed().await?;
+        let (retention, mut decision) = Retention::rebuild(max_retained, &completed);
+        let complete: BTreeSet<CheckpointId> = completed.iter().map(|m| m.checkpoint_id).collect();
+        let incomplete = self.checkpoint_dirs().await?.into_iter();
+        decision
+            .discard
+            .extend(incomplete.filter(|id| !complete.contains(id)));
+        self.apply(&decision).await?;
+        Ok(retention)
+    }
+
+    /// Opens checkpoint `id` if it is complete; `None` if its metadata is
+    /// missing or unreadable as a completed checkpoint.
+    async fn try_open(&self, id: CheckpointId) -> Result<Option<CheckpointMetadata>> {
+        match self.open(id).await {
+            Ok(resolved) => Ok(Some(resolved.into_metadata())),
+            Err(err) if err.is_incomplete_checkpoint() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// Moves every state file `metadata` references from `staging` into
+/// `metadata.inline`, enforcing the per-file cap.
+async fn inline_files(
+    metadata: &mut CheckpointMetadata,
+    staging: &StorageLocation,
+    max_file_bytes: u64,
+) -> Result<()> {
+    let files: Vec<StateFile> = metadata.files().into_iter().cloned().collect();
+    for file in files {
+        if metadata.inline.contains_key(&file.path) {
+            continue;
+        }
+        if file.size > max_file_bytes {
+            return Err(CheckpointError::InlineStateTooLarge {
+                checkpoint: metadata.checkpoint_id,
+                path: file.path,
+                size: file.size,
+                limit: max_file_bytes,
+            });
+        }
+        let bytes = read_state_file(metadata, staging, &file).await?;
+        metadata.inline.insert(file.path, InlineFile(bytes));
+    }
+    Ok(())
+}
+
+/// Publishes `bytes` at `path` unless something is there already.
+pub(crate) async fn put_new(
+    store: &dyn ObjectStore,
+    path: &Path,
+    bytes: Vec<u8>,
+    name: &str,
+) -> Result<()> {
+    let options = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    match store.put_opts(path, PutPayload::from(bytes), options).await {
+        Ok(_) => Ok(()),
+        Err(object_store::Error::AlreadyExists { .. }) => Err(CheckpointError::AlreadyExists {
+            path: name.to_owned(),
+        }),
+        Err(source) => Err(CheckpointError::Store {
+            operation: "put",
+            path: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Deletes the given paths (relative to `dir`); missing ones are fine.
+pub(crate) async fn delete_paths<'a>(
+    dir: &StorageLocation,
+    relative: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
+    let unique: BTreeSet<&str> = relative.into_iter().collect();
+    for name in unique {
+        let path = layout::join(dir.root(), name)?;
+        match dir.store().delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(source) => {
+                return Err(CheckpointError::Store {
+                    operation: "delete",
+                    path: name.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every object under `dir`.
+pub(crate) async fn delete_tree(dir: &StorageLocation) -> Result<()> {
+    let store = dir.store();
+    let listed = store
+        .list(Some(dir.root()))
+        .map_ok(|meta| meta.location)
+        .boxed();
+    let deleted: Vec<_> = store.delete_stream(listed).collect().await;
+    for result in deleted {
+        match result {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(source) => {
+                return Err(CheckpointError::Store {
+                    operation: "delete",
+                    path: dir.url().to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
