@@ -24,6 +24,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod coordinator;
 mod error;
 pub mod layout;
 mod location;
@@ -32,6 +33,9 @@ mod resolved;
 mod retention;
 mod storage;
 
+pub use coordinator::{
+    CheckpointConfig, CheckpointCoordinator, CoordinatorEffect, CoordinatorOptions,
+};
 pub use error::{CheckpointError, MetadataProblem, Result, UidList};
 pub use location::{StorageLocation, StorageOptions};
 pub use metadata::{

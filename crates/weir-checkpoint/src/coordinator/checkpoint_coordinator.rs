@@ -1,0 +1,1094 @@
+//! The checkpoint coordinator, without I/O: events in (time passing, epochs
+//! becoming final, acks, declines, metadata written), effects out.
+//!
+//! It ties the trigger policy, the pending checkpoints, retention, failure
+//! counting and statistics together. It never sleeps, reads a clock or
+//! touches storage; `weir-coordinator` drives it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
+
+use weir_types::{CheckpointId, Epoch, JobId, SubtaskIndex};
+
+use super::config::CheckpointConfig;
+use super::effect::CoordinatorEffect;
+use super::error::{CoordinatorError, Result};
+use super::failures::{FailureCounter, FailureDecision};
+use super::pending::{
+    AbortReason, AckOutcome, EpochCut, PendingCheckpoint, PendingPhase, SubtaskAck, SubtaskDecline,
+    TaskKey,
+};
+use super::stats::{CheckpointStats, CheckpointStatsHistory, SubtaskStats};
+use super::time::Timestamp;
+use super::trigger::{TriggerDecision, TriggerFacts, TriggerPolicy};
+use crate::retention::{Retention, SubsumeDecision};
+use crate::{CheckpointKind, OperatorStateMeta};
+
+/// Everything a coordinator run starts from.
+#[derive(Debug, Clone)]
+pub struct CoordinatorOptions {
+    /// The job.
+    pub job_id: JobId,
+    /// The checkpoint policy; validated by [`CheckpointCoordinator::new`].
+    pub config: CheckpointConfig,
+    /// The job's stateful operators (their `subtasks` are ignored): every
+    /// subtask `0..parallelism` of each must ack a checkpoint.
+    pub operators: Vec<OperatorStateMeta>,
+    /// The id of the first checkpoint of this run: one past the newest
+    /// checkpoint or savepoint the job has, so ids never repeat.
+    pub first_checkpoint_id: CheckpointId,
+    /// When the run starts; the first checkpoint is due one interval later.
+    pub started_at: Timestamp,
+    /// Checkpoints kept in the statistics history.
+    pub history: usize,
+    /// The completed checkpoints a restarted job found in storage, from
+    /// `Retention::rebuild` with the same number retained as `config`;
+    /// `None` for a job without any.
+    pub retention: Option<Retention>,
+}
+
+/// Checkpoints and savepoints of one job run, from trigger to completion.
+#[derive(Debug, Clone)]
+pub struct CheckpointCoordinator {
+    job_id: JobId,
+    config: CheckpointConfig,
+    operators: Vec<OperatorStateMeta>,
+    policy: TriggerPolicy,
+    next_id: CheckpointId,
+    pending: BTreeMap<CheckpointId, PendingCheckpoint>,
+    retention: Retention,
+    /// Shared files released while other checkpoints were in flight; one of
+    /// those may reuse them, so they are deleted once nothing is in flight.
+    held_shared: SubsumeDecision,
+    failures: FailureCounter,
+    last_trigger: Option<Timestamp>,
+    last_end: Option<Timestamp>,
+    last_cut: Option<Epoch>,
+    last_notified: Option<CheckpointId>,
+    stats: CheckpointStatsHistory,
+    job_failed: bool,
+}
+
+impl CheckpointCoordinator {
+    /// A coordinator with nothing in flight; fails on an invalid config or a
+    /// malformed operator list.
+    pub fn new(options: CoordinatorOptions) -> Result<Self> {
+        let config = options.config.validate()?;
+        let mut uids = BTreeSet::new();
+        for op in &options.operators {
+            if !uids.insert(&op.uid) {
+                return Err(CoordinatorError::DuplicateOperator {
+                    uid: op.uid.clone(),
+                });
+            }
+            op.max_parallelism
+                .check_parallelism(op.parallelism)
+                .map_err(|source| CoordinatorError::InvalidOperator {
+                    uid: op.uid.clone(),
+                    source,
+                })?;
+        }
+        let retained = usize::try_from(config.retained)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .ok_or(CoordinatorError::NothingRetained)?;
+        Ok(Self {
+            job_id: options.job_id,
+            policy: TriggerPolicy::new(&config, options.started_at),
+            retention: options
+                .retention
+                .unwrap_or_else(|| Retention::new(retained)),
+            held_shared: SubsumeDecision::default(),
+            failures: FailureCounter::new(config.tolerable_failures),
+            config,
+            operators: options.operators,
+            next_id: options.first_checkpoint_id,
+            pending: BTreeMap::new(),
+            last_trigger: None,
+            last_end: None,
+            last_cut: None,
+            last_notified: None,
+            stats: CheckpointStatsHistory::new(options.history),
+            job_failed: false,
+        })
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &CheckpointConfig {
+        &self.config
+    }
+
+    /// Statistics of recent checkpoints.
+    pub fn stats(&self) -> &CheckpointStatsHistory {
+        &self.stats
+    }
+
+    /// The newest retained completed checkpoint: the one a restore picks (C11).
+    pub fn latest_completed(&self) -> Option<CheckpointId> {
+        self.retention.latest()
+    }
+
+    /// The retained checkpoints and their shared-file reference counts.
+    pub fn retention(&self) -> &Retention {
+        &self.retention
+    }
+
+    /// Whether this coordinator failed the job; it then does nothing more.
+    pub fn is_job_failed(&self) -> bool {
+        self.job_failed
+    }
+
+    /// When [`on_tick`](Self::on_tick) next has work, as seen at `now`: a
+    /// checkpoint falling due or one timing out. `None` means only an event
+    /// can create work.
+    pub fn next_wakeup(&self, now: Timestamp) -> Option<Timestamp> {
+        if self.job_failed {
+            return None;
+        }
+        let trigger = match self.policy.decide(now, &self.trigger_facts()) {
+            TriggerDecision::TriggerNow => Some(now),
+            TriggerDecision::WaitUntil(t) => Some(t),
+            TriggerDecision::WaitForInFlight => None,
+        };
+        let expiry = self
+            .pending
+            .values()
+            .filter(|p| !is_finalizing(p))
+            .map(|p| p.triggered_at().after(self.config.timeout))
+            .min();
+        trigger.into_iter().chain(expiry).min()
+    }
+
+    /// Time passed: aborts checkpoints past their timeout (C3), then
+    /// triggers a checkpoint if the policy says so.
+    pub fn on_tick(&mut self, now: Timestamp) -> Vec<CoordinatorEffect> {
+        let mut effects = Vec::new();
+        if self.job_failed {
+            return effects;
+        }
+        let expired: Vec<CheckpointId> = self
+            .pending
+            .values()
+            .filter(|p| !is_finalizing(p) && now >= p.triggered_at().after(self.config.timeout))
+            .map(PendingCheckpoint::id)
+            .collect();
+        for id in expired {
+            self.abort(id, now, AbortReason::Expired, &mut effects);
+        }
+        if !self.job_failed
+            && self.policy.decide(now, &self.trigger_facts()) == TriggerDecision::TriggerNow
+        {
+            self.trigger(now, CheckpointKind::Checkpoint, &mut effects);
+        }
+        effects
+    }
+
+    /// Starts a savepoint now, beside any checkpoint in flight (C5): no
+    /// interval, pause or concurrency limit applies to it.
+    pub fn trigger_savepoint(
+        &mut self,
+        now: Timestamp,
+    ) -> Result<(CheckpointId, Vec<CoordinatorEffect>)> {
+        if self.job_failed {
+            return Err(CoordinatorError::JobFailed);
+        }
+        let mut effects = Vec::new();
+        let id = self.trigger(now, CheckpointKind::Savepoint, &mut effects);
+        Ok((id, effects))
+    }
+
+    /// Epoch `cut.epoch` became final: the oldest checkpoint waiting for a cut
+    /// takes it. Epochs not after the last cut taken are ignored, so a repeated
+    /// report cannot put a barrier behind one already sent.
+    pub fn on_epoch_final(&mut self, cut: EpochCut) -> Vec<CoordinatorEffect> {
+        let mut effects = Vec::new();
+        if self.job_failed || self.last_cut.is_some_and(|last| cut.epoch <= last) {
+            return effects;
+        }
+        let Some(pending) = self
+            .pending
+            .values_mut()
+            .find(|p| *p.phase() == PendingPhase::AwaitingCut)
+        else {
+            return effects;
+        };
+        pending.on_cut(&cut);
+        let (id, kind) = (pending.id(), pending.kind());
+        self.last_cut = Some(cut.epoch);
+        self.stats.on_cut(id, cut.epoch);
+        effects.push(CoordinatorEffect::InjectBarrier {
+            id,
+            kind,
+            cut: cut.epoch,
+        });
+        // A job without stateful subtasks completes on its cut alone.
+        self.finalize_if_acked(id, &mut effects);
+        effects
+    }
+
+    /// A subtask acked. The last ack of a checkpoint yields
+    /// [`CoordinatorEffect::WriteMetadata`].
+    pub fn on_ack(
+        &mut self,
+        now: Timestamp,
+        ack: SubtaskAck,
+    ) -> (AckOutcome, Vec<CoordinatorEffect>) {
+        let mut effects = Vec::new();
+        let id = ack.checkpoint_id;
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return (self.outcome_for_absent(id), effects);
+        };
+        let (uid, subtask, metrics) = (ack.uid.clone(), ack.state.subtask, ack.metrics);
+        let triggered_at = pending.triggered_at();
+        let outcome = pending.on_ack(ack, now);
+        if outcome == AckOutcome::Accepted {
+            self.stats.on_ack(
+                id,
+                SubtaskStats::new(uid, subtask, metrics, triggered_at, now),
+            );
+            self.finalize_if_acked(id, &mut effects);
+        }
+        (outcome, effects)
+    }
+
+    /// A subtask declined: its checkpoint is aborted, unless all acks are
+    /// already in (then the decline contradicts an ack and is a duplicate).
+    pub fn on_decline(
+        &mut self,
+        now: Timestamp,
+        decline: SubtaskDecline,
+    ) -> (AckOutcome, Vec<CoordinatorEffect>) {
+        let mut effects = Vec::new();
+        let id = decline.checkpoint_id;
+        let Some(pending) = self.pending.get(&id) else {
+            return (self.outcome_for_absent(id), effects);
+        };
+        if !pending.expects(&decline.uid, decline.subtask) {
+            return (AckOutcome::Unknown, effects);
+        }
+        if is_finalizing(pending) {
+            return (AckOutcome::Duplicate, effects);
+        }
+        let reason = AbortReason::Declined {
+            uid: decline.uid,
+            subtask: decline.subtask,
+            message: decline.message,
+        };
+        self.abort(id, now, reason, &mut effects);
+        (AckOutcome::Accepted, effects)
+    }
+
+    /// The `_metadata` of checkpoint `id` is durably written: it is complete.
+    /// A checkpoint subsumes older pending checkpoints (never savepoints) and
+    /// may push old ones out of retention.
+    pub fn on_metadata_stored(
+        &mut self,
+        now: Timestamp,
+        id: CheckpointId,
+    ) -> Vec<CoordinatorEffect> {
+        let mut effects = Vec::new();
+        if !self.pending.get(&id).is_some_and(is_finalizing) {
+            return effects;
+        }
+        let Some(metadata) = self
+            .pending
+            .remove(&id)
+            .and_then(PendingCheckpoint::into_metadata)
+        else {
+            return effects;
+        };
+        let (kind, cut) = (metadata.kind, metadata.cut_epoch);
+        self.stats.on_completed(id, kind, now);
+        if kind == CheckpointKind::Checkpoint {
+            self.failures.on_completed(id);
+            self.last_end = Some(now);
+            let subsumed: Vec<CheckpointId> = self
+                .pending
+                .range(..id)
+                .filter(|(_, p)| p.kind() == CheckpointKind::Checkpoint && !is_finalizing(p))
+                .map(|(&older, _)| older)
+                .collect();
+            for older in subsumed {
+                self.abort(older, now, AbortReason::Subsumed { by: id }, &mut effects);
+            }
+            let mut decision = self.retention.on_completed(&metadata);
+            self.held_shared
+                .shared_files
+                .append(&mut decision.shared_files);
+            if !decision.is_empty() {
+                effects.push(CoordinatorEffect::Subsume(decision));
+            }
+        }
+        if self.last_notified.is_none_or(|last| id > last) {
+            self.last_notified = Some(id);
+            effects.push(CoordinatorEffect::NotifyComplete { id, kind, cut });
+        }
+        self.release_held(&mut effects);
+        effects
+    }
+
+    /// Writing the `_metadata` of checkpoint `id` failed: it is aborted and
+    /// counts as a failure; the previous checkpoint stays intact (C14).
+    pub fn on_metadata_failed(
+        &mut self,
+        now: Timestamp,
+        id: CheckpointId,
+        message: String,
+    ) -> Vec<CoordinatorEffect> {
+        let mut effects = Vec::new();
+        if self.pending.get(&id).is_some_and(is_finalizing) {
+            self.abort(
+                id,
+                now,
+                AbortReason::MetadataNotWritten { message },
+                &mut effects,
+            );
+        }
+        effects
+    }
+
+    fn trigger_facts(&self) -> TriggerFacts {
+        TriggerFacts {
+            in_flight: self
+                .pending
+                .values()
+                .filter(|p| p.kind() == CheckpointKind::Checkpoint)
+                .count(),
+            last_trigger: self.last_trigger,
+            last_end: self.last_end,
+        }
+    }
+
+    fn expected_tasks(&self) -> Vec<TaskKey> {
+        self.operators
+            .iter()
+            .flat_map(|op| (0..op.parallelism).map(|i| (op.uid.clone(), SubtaskIndex(i))))
+            .collect()
+    }
+
+    fn trigger(
+        &mut self,
+        now: Timestamp,
+        kind: CheckpointKind,
+        effects: &mut Vec<CoordinatorEffect>,
+    ) -> CheckpointId {
+        let id = self.next_id;
+        self.next_id = CheckpointId(id.0 + 1);
+        let expected = self.expected_tasks();
+        self.stats
+            .on_triggered(CheckpointStats::triggered(id, kind, now, expected.len()));
+        self.pending
+            .insert(id, PendingCheckpoint::new(id, kind, now, expected));
+        if kind == CheckpointKind::Checkpoint {
+            self.last_trigger = Some(now);
+        }
+        effects.push(CoordinatorEffect::Triggered { id, kind });
+        id
+    }
+
+    fn finalize_if_acked(&mut self, id: CheckpointId, effects: &mut Vec<CoordinatorEffect>) {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return;
+        };
+        if let Some(meta) = pending.finalize(&self.job_id, &self.operators) {
+            effects.push(CoordinatorEffect::WriteMetadata(Box::new(meta)));
+        }
+    }
+
+    /// Emits the held shared files once no checkpoint is in flight.
+    fn release_held(&mut self, effects: &mut Vec<CoordinatorEffect>) {
+        if self.pending.is_empty() && !self.held_shared.is_empty() {
+            effects.push(CoordinatorEffect::Subsume(std::mem::take(
+                &mut self.held_shared,
+            )));
+        }
+    }
+
+    /// Ids below the next one were issued and have ended; others never existed.
+    fn outcome_for_absent(&self, id: CheckpointId) -> AckOutcome {
+        if id < self.next_id {
+            AckOutcome::Discarded
+        } else {
+            AckOutcome::Unknown
+        }
+    }
+
+    fn abort(
+        &mut self,
+        id: CheckpointId,
+        now: Timestamp,
+        reason: AbortReason,
+        effects: &mut Vec<CoordinatorEffect>,
+    ) {
+        let Some(pending) = self.pending.remove(&id) else {
+            return;
+        };
+        let kind = pending.kind();
+        self.stats.on_failed(id, now, reason.clone());
+        effects.push(CoordinatorEffect::Aborted {
+            id,
+            kind,
+            reason: reason.clone(),
+        });
+        if kind == CheckpointKind::Checkpoint {
+            self.last_end = Some(now);
+            if let FailureDecision::FailJob { consecutive } = self.failures.on_failed(id, &reason) {
+                self.fail_job(now, consecutive, reason, effects);
+            }
+        }
+        self.release_held(effects);
+    }
+
+    /// Aborts everything not yet finalizing; checkpoints whose metadata is
+    /// being written are past the point of no return and may still complete.
+    fn fail_job(
+        &mut self,
+        now: Timestamp,
+        consecutive_failures: u32,
+        reason: AbortReason,
+        effects: &mut Vec<CoordinatorEffect>,
+    ) {
+        self.job_failed = true;
+        let in_flight: Vec<CheckpointId> = self
+            .pending
+            .values()
+            .filter(|p| !is_finalizing(p))
+            .map(PendingCheckpoint::id)
+            .collect();
+        for id in in_flight {
+            self.abort(id, now, AbortReason::JobFailing, effects);
+        }
+        effects.push(CoordinatorEffect::FailJob {
+            consecutive_failures,
+            reason,
+            latest_completed: self.retention.latest(),
+        });
+    }
+}
+
+fn is_finalizing(p: &PendingCheckpoint) -> bool {
+    matches!(p.phase(), PendingPhase::Finalizing { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use weir_types::{MaxParallelism, OperatorUid};
+
+    use super::*;
+    use crate::SubtaskStateMeta;
+    use crate::coordinator::stats::{CheckpointStatus, SubtaskMetrics};
+
+    const INTERVAL: u64 = 1_000;
+    const TIMEOUT: u64 = 5_000;
+
+    fn uid(s: &str) -> OperatorUid {
+        OperatorUid::new(s).expect("valid uid")
+    }
+
+    fn operator(name: &str, parallelism: u32) -> OperatorStateMeta {
+        OperatorStateMeta {
+            uid: uid(name),
+            parallelism,
+            max_parallelism: MaxParallelism::new(128).expect("valid"),
+            key_types: None,
+            states: Vec::new(),
+            subtasks: Vec::new(),
+        }
+    }
+
+    fn config() -> CheckpointConfig {
+        let mut c = CheckpointConfig::new(Duration::from_millis(INTERVAL));
+        c.timeout = Duration::from_millis(TIMEOUT);
+        c
+    }
+
+    fn coordinator_with(config: CheckpointConfig) -> CheckpointCoordinator {
+        CheckpointCoordinator::new(CoordinatorOptions {
+            job_id: JobId::new("job").expect("valid"),
+            config,
+            operators: vec![operator("avg", 2)],
+            first_checkpoint_id: CheckpointId(1),
+            started_at: Timestamp(0),
+            history: 10,
+            retention: None,
+        })
+        .expect("valid options")
+    }
+
+    fn ack(id: u64, subtask: u32) -> SubtaskAck {
+        SubtaskAck {
+            checkpoint_id: CheckpointId(id),
+            uid: uid("avg"),
+            state: SubtaskStateMeta {
+                subtask: SubtaskIndex(subtask),
+                keyed: None,
+                operator_state: None,
+            },
+            metrics: SubtaskMetrics::default(),
+        }
+    }
+
+    fn decline(id: u64, subtask: u32) -> SubtaskDecline {
+        SubtaskDecline {
+            checkpoint_id: CheckpointId(id),
+            uid: uid("avg"),
+            subtask: SubtaskIndex(subtask),
+            message: "disk full".into(),
+        }
+    }
+
+    fn cut(epoch: u64) -> EpochCut {
+        EpochCut {
+            epoch: Epoch(epoch),
+            ..EpochCut::default()
+        }
+    }
+
+    fn triggered(effects: &[CoordinatorEffect]) -> Vec<u64> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                CoordinatorEffect::Triggered { id, .. } => Some(id.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn aborted(effects: &[CoordinatorEffect]) -> Vec<(u64, AbortReason)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                CoordinatorEffect::Aborted { id, reason, .. } => Some((id.0, reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn written(effects: &[CoordinatorEffect]) -> Vec<u64> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                CoordinatorEffect::WriteMetadata(m) => Some(m.checkpoint_id.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn fails_job(effects: &[CoordinatorEffect]) -> bool {
+        effects
+            .iter()
+            .any(|e| matches!(e, CoordinatorEffect::FailJob { .. }))
+    }
+
+    /// Acks both subtasks of `id` at `now`; returns the effects of the last.
+    fn ack_all(c: &mut CheckpointCoordinator, id: u64, now: u64) -> Vec<CoordinatorEffect> {
+        assert_eq!(c.on_ack(Timestamp(now), ack(id, 0)).0, AckOutcome::Accepted);
+        let (outcome, effects) = c.on_ack(Timestamp(now), ack(id, 1));
+        assert_eq!(outcome, AckOutcome::Accepted);
+        effects
+    }
+
+    /// Runs checkpoint `id` (already triggered) through cut `epoch`, acks and
+    /// a stored metadata at `now`.
+    fn complete(
+        c: &mut CheckpointCoordinator,
+        id: u64,
+        epoch: u64,
+        now: u64,
+    ) -> Vec<CoordinatorEffect> {
+        c.on_epoch_final(cut(epoch));
+        assert_eq!(written(&ack_all(c, id, now)), [id]);
+        c.on_metadata_stored(Timestamp(now), CheckpointId(id))
+    }
+
+    #[test]
+    fn a_checkpoint_runs_from_trigger_to_notification() {
+        let mut c = coordinator_with(config());
+        assert!(c.on_tick(Timestamp(999)).is_empty());
+        assert_eq!(
+            c.on_tick(Timestamp(1_000)),
+            [CoordinatorEffect::Triggered {
+                id: CheckpointId(1),
+                kind: CheckpointKind::Checkpoint
+            }]
+        );
+        assert_eq!(
+            c.on_epoch_final(cut(4)),
+            [CoordinatorEffect::InjectBarrier {
+                id: CheckpointId(1),
+                kind: CheckpointKind::Checkpoint,
+                cut: Epoch(4)
+            }]
+        );
+        assert!(c.on_ack(Timestamp(1_100), ack(1, 0)).1.is_empty());
+        let (_, effects) = c.on_ack(Timestamp(1_250), ack(1, 1));
+        let [CoordinatorEffect::WriteMetadata(meta)] = &effects[..] else {
+            panic!("expected a metadata write, got {effects:?}");
+        };
+        assert_eq!(
+            (meta.checkpoint_id, meta.cut_epoch, meta.timestamp_millis),
+            (CheckpointId(1), Epoch(4), 1_000)
+        );
+        assert_eq!(meta.stats.map(|s| s.end_to_end_millis), Some(250));
+        assert!(
+            c.latest_completed().is_none(),
+            "not complete before the metadata is stored"
+        );
+        assert_eq!(
+            c.on_metadata_stored(Timestamp(1_300), CheckpointId(1)),
+            [CoordinatorEffect::NotifyComplete {
+                id: CheckpointId(1),
+                kind: CheckpointKind::Checkpoint,
+                cut: Epoch(4)
+            }]
+        );
+        assert_eq!(c.latest_completed(), Some(CheckpointId(1)));
+        let stats = c.stats().get(CheckpointId(1)).expect("in history");
+        assert_eq!(stats.status, CheckpointStatus::Completed);
+        assert_eq!(stats.num_acknowledged(), 2);
+        assert_eq!(stats.end_to_end_millis, 250);
+        // The next one is due one interval after the first trigger.
+        assert_eq!(c.next_wakeup(Timestamp(1_300)), Some(Timestamp(2_000)));
+        assert_eq!(triggered(&c.on_tick(Timestamp(2_000))), [2]);
+    }
+
+    #[test]
+    fn ack_outcomes_tell_apart_unknown_duplicate_and_discarded() {
+        let mut c = coordinator_with(config());
+        assert_eq!(
+            c.on_ack(Timestamp(10), ack(1, 0)).0,
+            AckOutcome::Unknown,
+            "not triggered yet"
+        );
+        c.on_tick(Timestamp(1_000));
+        assert_eq!(
+            c.on_ack(Timestamp(1_001), ack(1, 0)).0,
+            AckOutcome::Unknown,
+            "no barrier yet"
+        );
+        c.on_epoch_final(cut(1));
+        assert_eq!(
+            c.on_ack(Timestamp(1_002), ack(1, 0)).0,
+            AckOutcome::Accepted
+        );
+        assert_eq!(
+            c.on_ack(Timestamp(1_003), ack(1, 0)).0,
+            AckOutcome::Duplicate
+        );
+        assert_eq!(
+            c.on_ack(Timestamp(1_003), ack(1, 7)).0,
+            AckOutcome::Unknown,
+            "no such subtask"
+        );
+        c.on_decline(Timestamp(1_004), decline(1, 1));
+        assert_eq!(
+            c.on_ack(Timestamp(1_005), ack(1, 1)).0,
+            AckOutcome::Discarded
+        );
+        assert_eq!(c.on_ack(Timestamp(1_005), ack(9, 1)).0, AckOutcome::Unknown);
+    }
+
+    #[test]
+    fn an_expired_checkpoint_fails_the_job_without_tolerance() {
+        let mut c = coordinator_with(config());
+        c.on_tick(Timestamp(1_000));
+        assert_eq!(
+            c.next_wakeup(Timestamp(1_000)),
+            Some(Timestamp(6_000)),
+            "only the timeout is ahead"
+        );
+        assert!(c.on_tick(Timestamp(5_999)).is_empty());
+        let effects = c.on_tick(Timestamp(6_000));
+        assert_eq!(aborted(&effects), [(1, AbortReason::Expired)]);
+        assert_eq!(
+            effects.last(),
+            Some(&CoordinatorEffect::FailJob {
+                consecutive_failures: 1,
+                reason: AbortReason::Expired,
+                latest_completed: None
+            })
+        );
+        assert!(c.is_job_failed());
+        assert!(c.on_tick(Timestamp(60_000)).is_empty());
+        assert_eq!(c.next_wakeup(Timestamp(60_000)), None);
+        assert_eq!(
+            c.trigger_savepoint(Timestamp(60_000)),
+            Err(CoordinatorError::JobFailed)
+        );
+    }
+
+    #[test]
+    fn tolerated_failures_keep_the_job_and_a_completion_resets_them() {
+        let mut cfg = config();
+        cfg.tolerable_failures = 1;
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        let effects = c.on_tick(Timestamp(6_000));
+        assert_eq!(aborted(&effects), [(1, AbortReason::Expired)]);
+        assert!(!fails_job(&effects));
+        // The next one was due at 2000: it starts right after the abort.
+        assert_eq!(triggered(&effects), [2]);
+        complete(&mut c, 2, 10, 6_500);
+        c.on_tick(Timestamp(7_000));
+        let effects = c.on_tick(Timestamp(12_000));
+        assert_eq!(aborted(&effects), [(3, AbortReason::Expired)]);
+        assert!(!fails_job(&effects), "the completion reset the streak");
+        c.on_epoch_final(cut(11));
+        let (outcome, effects) = c.on_decline(Timestamp(12_100), decline(4, 0));
+        assert_eq!(outcome, AckOutcome::Accepted);
+        assert_eq!(
+            effects.last(),
+            Some(&CoordinatorEffect::FailJob {
+                consecutive_failures: 2,
+                reason: AbortReason::Declined {
+                    uid: uid("avg"),
+                    subtask: SubtaskIndex(0),
+                    message: "disk full".into()
+                },
+                latest_completed: Some(CheckpointId(2)),
+            })
+        );
+    }
+
+    #[test]
+    fn a_decline_from_a_stranger_or_after_all_acks_changes_nothing() {
+        let mut c = coordinator_with(config());
+        c.on_tick(Timestamp(1_000));
+        c.on_epoch_final(cut(1));
+        let stranger = SubtaskDecline {
+            uid: uid("other"),
+            ..decline(1, 0)
+        };
+        assert_eq!(
+            c.on_decline(Timestamp(1_001), stranger),
+            (AckOutcome::Unknown, Vec::new())
+        );
+        ack_all(&mut c, 1, 1_002);
+        assert_eq!(
+            c.on_decline(Timestamp(1_003), decline(1, 0)),
+            (AckOutcome::Duplicate, Vec::new())
+        );
+        assert_eq!(
+            c.on_decline(Timestamp(1_003), decline(8, 0)).0,
+            AckOutcome::Unknown
+        );
+        assert!(
+            !c.on_metadata_stored(Timestamp(1_004), CheckpointId(1))
+                .is_empty()
+        );
+        assert_eq!(
+            c.on_decline(Timestamp(1_005), decline(1, 0)).0,
+            AckOutcome::Discarded
+        );
+    }
+
+    #[test]
+    fn a_newer_completion_subsumes_older_pending_checkpoints_without_counting_a_failure() {
+        let mut cfg = config();
+        cfg.max_concurrent = 2;
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        assert_eq!(triggered(&c.on_tick(Timestamp(2_000))), [2]);
+        assert!(
+            c.on_tick(Timestamp(3_000)).is_empty(),
+            "two in flight is the limit"
+        );
+        c.on_epoch_final(cut(1));
+        c.on_epoch_final(cut(2));
+        assert_eq!(written(&ack_all(&mut c, 2, 2_500)), [2]);
+        let effects = c.on_metadata_stored(Timestamp(2_600), CheckpointId(2));
+        assert_eq!(
+            aborted(&effects),
+            [(
+                1,
+                AbortReason::Subsumed {
+                    by: CheckpointId(2)
+                }
+            )]
+        );
+        assert!(!fails_job(&effects));
+        assert!(!c.is_job_failed());
+        assert_eq!(
+            c.on_ack(Timestamp(2_700), ack(1, 0)).0,
+            AckOutcome::Discarded
+        );
+    }
+
+    #[test]
+    fn savepoints_run_beside_checkpoints_and_are_never_subsumed() {
+        let mut c = coordinator_with(config());
+        c.on_tick(Timestamp(1_000));
+        let (sp, effects) = c.trigger_savepoint(Timestamp(1_100)).expect("running");
+        assert_eq!(sp, CheckpointId(2));
+        assert_eq!(
+            effects,
+            [CoordinatorEffect::Triggered {
+                id: sp,
+                kind: CheckpointKind::Savepoint
+            }]
+        );
+        // The savepoint does not take the checkpoint's concurrency slot...
+        assert_eq!(c.next_wakeup(Timestamp(1_100)), Some(Timestamp(6_000)));
+        // ...and the older checkpoint gets the first cut.
+        assert_eq!(
+            c.on_epoch_final(cut(5)),
+            [CoordinatorEffect::InjectBarrier {
+                id: CheckpointId(1),
+                kind: CheckpointKind::Checkpoint,
+                cut: Epoch(5)
+            }]
+        );
+        assert_eq!(
+            c.on_epoch_final(cut(6)),
+            [CoordinatorEffect::InjectBarrier {
+                id: sp,
+                kind: CheckpointKind::Savepoint,
+                cut: Epoch(6)
+            }]
+        );
+        ack_all(&mut c, 1, 1_500);
+        assert!(aborted(&c.on_metadata_stored(Timestamp(1_500), CheckpointId(1))).is_empty());
+        assert_eq!(written(&ack_all(&mut c, 2, 1_600)), [2]);
+        let effects = c.on_metadata_stored(Timestamp(1_700), sp);
+        assert_eq!(
+            effects,
+            [CoordinatorEffect::NotifyComplete {
+                id: sp,
+                kind: CheckpointKind::Savepoint,
+                cut: Epoch(6)
+            }]
+        );
+        assert_eq!(
+            c.latest_completed(),
+            Some(CheckpointId(1)),
+            "savepoints are not retained checkpoints"
+        );
+        assert_eq!(c.stats().latest_savepoint.as_ref().map(|s| s.id), Some(sp));
+    }
+
+    #[test]
+    fn an_expired_savepoint_does_not_fail_the_job() {
+        let mut c = coordinator_with(config());
+        c.trigger_savepoint(Timestamp(500)).expect("running");
+        let effects = c.on_tick(Timestamp(5_500));
+        assert_eq!(aborted(&effects), [(1, AbortReason::Expired)]);
+        assert!(!fails_job(&effects));
+        // The savepoint's end does not delay periodic checkpoints.
+        assert_eq!(triggered(&effects), [2]);
+    }
+
+    #[test]
+    fn old_checkpoints_leave_retention_as_new_ones_complete() {
+        let mut cfg = config();
+        cfg.retained = 2;
+        let mut c = coordinator_with(cfg);
+        for (id, now) in [(1, 1_000), (2, 2_000)] {
+            c.on_tick(Timestamp(now));
+            let effects = complete(&mut c, id, id, now + 10);
+            assert!(
+                !effects
+                    .iter()
+                    .any(|e| matches!(e, CoordinatorEffect::Subsume(_)))
+            );
+        }
+        c.on_tick(Timestamp(3_000));
+        let effects = complete(&mut c, 3, 3, 3_010);
+        assert_eq!(
+            effects,
+            [
+                CoordinatorEffect::Subsume(SubsumeDecision {
+                    discard: vec![CheckpointId(1)],
+                    shared_files: Vec::new()
+                }),
+                CoordinatorEffect::NotifyComplete {
+                    id: CheckpointId(3),
+                    kind: CheckpointKind::Checkpoint,
+                    cut: Epoch(3)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_delayed_by_a_long_one_starts_when_it_ends() {
+        let mut c = coordinator_with(config());
+        c.on_tick(Timestamp(1_000));
+        assert!(c.on_tick(Timestamp(2_000)).is_empty(), "one in flight");
+        assert_eq!(
+            c.next_wakeup(Timestamp(2_000)),
+            Some(Timestamp(6_000)),
+            "only the timeout"
+        );
+        complete(&mut c, 1, 1, 3_500);
+        assert_eq!(c.next_wakeup(Timestamp(3_500)), Some(Timestamp(3_500)));
+        assert_eq!(triggered(&c.on_tick(Timestamp(3_500))), [2]);
+        assert_eq!(
+            c.next_wakeup(Timestamp(3_500)),
+            Some(Timestamp(8_500)),
+            "next due at 4500 but one in flight"
+        );
+    }
+
+    #[test]
+    fn a_delayed_checkpoint_waits_out_the_min_pause() {
+        let mut cfg = config();
+        cfg.min_pause = Duration::from_millis(800);
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        complete(&mut c, 1, 1, 3_500);
+        assert_eq!(c.next_wakeup(Timestamp(3_500)), Some(Timestamp(4_300)));
+        assert!(c.on_tick(Timestamp(4_299)).is_empty());
+        assert_eq!(triggered(&c.on_tick(Timestamp(4_300))), [2]);
+    }
+
+    #[test]
+    fn a_failed_metadata_write_aborts_and_keeps_the_previous_checkpoint() {
+        let mut cfg = config();
+        cfg.tolerable_failures = 3;
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        complete(&mut c, 1, 1, 1_100);
+        c.on_tick(Timestamp(2_000));
+        c.on_epoch_final(cut(2));
+        ack_all(&mut c, 2, 2_100);
+        let effects = c.on_metadata_failed(Timestamp(2_200), CheckpointId(2), "bucket gone".into());
+        assert_eq!(
+            aborted(&effects),
+            [(
+                2,
+                AbortReason::MetadataNotWritten {
+                    message: "bucket gone".into()
+                }
+            )]
+        );
+        assert_eq!(c.latest_completed(), Some(CheckpointId(1)));
+        assert_eq!(
+            c.stats().latest_failed.as_ref().map(|s| s.id),
+            Some(CheckpointId(2))
+        );
+        // A report for a checkpoint not being written is ignored.
+        assert!(
+            c.on_metadata_stored(Timestamp(2_300), CheckpointId(2))
+                .is_empty()
+        );
+        assert!(
+            c.on_metadata_failed(Timestamp(2_300), CheckpointId(7), "?".into())
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_being_written_never_expires() {
+        let mut c = coordinator_with(config());
+        c.on_tick(Timestamp(1_000));
+        c.on_epoch_final(cut(1));
+        ack_all(&mut c, 1, 1_100);
+        assert!(aborted(&c.on_tick(Timestamp(60_000))).is_empty());
+        assert!(!c.is_job_failed());
+        assert_eq!(
+            c.on_metadata_stored(Timestamp(60_001), CheckpointId(1))
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn stale_or_repeated_final_epochs_do_not_cut() {
+        let mut cfg = config();
+        cfg.max_concurrent = 2;
+        let mut c = coordinator_with(cfg);
+        assert!(
+            c.on_epoch_final(cut(1)).is_empty(),
+            "nothing waits for a cut"
+        );
+        c.on_tick(Timestamp(1_000));
+        c.on_tick(Timestamp(2_000));
+        assert_eq!(c.on_epoch_final(cut(3)).len(), 1);
+        assert!(c.on_epoch_final(cut(3)).is_empty(), "a repeated epoch");
+        assert!(c.on_epoch_final(cut(2)).is_empty(), "an older epoch");
+        assert_eq!(
+            c.on_epoch_final(cut(4)),
+            [CoordinatorEffect::InjectBarrier {
+                id: CheckpointId(2),
+                kind: CheckpointKind::Checkpoint,
+                cut: Epoch(4)
+            }]
+        );
+    }
+
+    #[test]
+    fn ids_continue_after_a_restore_and_older_acks_are_discarded() {
+        let mut c = CheckpointCoordinator::new(CoordinatorOptions {
+            first_checkpoint_id: CheckpointId(42),
+            ..options()
+        })
+        .expect("valid");
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [42]);
+        assert_eq!(
+            c.on_ack(Timestamp(1_001), ack(41, 0)).0,
+            AckOutcome::Discarded
+        );
+    }
+
+    fn options() -> CoordinatorOptions {
+        CoordinatorOptions {
+            job_id: JobId::new("job").expect("valid"),
+            config: config(),
+            operators: vec![operator("avg", 2)],
+            first_checkpoint_id: CheckpointId(1),
+            started_at: Timestamp(0),
+            history: 10,
+            retention: None,
+        }
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        let mut o = options();
+        o.config.max_concurrent = 0;
+        assert!(matches!(
+            CheckpointCoordinator::new(o),
+            Err(CoordinatorError::NoConcurrentCheckpoints)
+        ));
+        let mut o = options();
+        o.operators.push(operator("avg", 1));
+        assert!(matches!(
+            CheckpointCoordinator::new(o),
+            Err(CoordinatorError::DuplicateOperator { .. })
+        ));
+        let mut o = options();
+        o.operators = vec![operator("avg", 0)];
+        let err = CheckpointCoordinator::new(o).expect_err("parallelism 0");
+        assert!(matches!(err, CoordinatorError::InvalidOperator { .. }));
+    }
+
+    #[test]
+    fn a_late_older_completion_is_retained_by_id_and_not_notified() {
+        let mut cfg = config();
+        cfg.max_concurrent = 2;
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        c.on_tick(Timestamp(2_000));
+        c.on_epoch_final(cut(1));
+        c.on_epoch_final(cut(2));
+        ack_all(&mut c, 1, 2_100);
+        ack_all(&mut c, 2, 2_200);
+        // Both metadata writes are under way; the newer one lands first.
+        assert_eq!(
+            c.on_metadata_stored(Timestamp(2_300), CheckpointId(2))
+                .len(),
+            1
+        );
+        let effects = c.on_metadata_stored(Timestamp(2_400), CheckpointId(1));
+        assert_eq!(
+            effects,
+            [CoordinatorEffect::Subsume(SubsumeDecision {
+                discard: vec![CheckpointId(1)],
+                shared_files: Vec::new()
+            })]
+        );
+        assert_eq!(c.latest_completed(), Some(CheckpointId(2)));
+    }
+}
