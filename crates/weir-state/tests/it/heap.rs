@@ -426,3 +426,135 @@ fn ingest_restores_a_snapshot() {
         Err(StateError::WrongKind { .. })
     ));
 }
+
+mod cow {
+    //! Random writes, retries and discards after `snapshot_sync` never show
+    //! through the view, and the live state matches a plain model.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Put(u16, u8),
+        Clear(u16),
+        Append(u16, u8),
+        MapPut(u16, u8, u8),
+        MapRemove(u16, u8),
+        /// Commit and begin the next epoch.
+        Next,
+        /// Begin the open epoch again.
+        Retry,
+    }
+
+    /// Keys spread over 3000 values in two key groups, so groups split into
+    /// several buckets.
+    fn step() -> impl Strategy<Value = Step> {
+        let k = 0u16..3000;
+        prop_oneof![
+            4 => (k.clone(), any::<u8>()).prop_map(|(k, v)| Step::Put(k, v)),
+            1 => k.clone().prop_map(Step::Clear),
+            2 => (k.clone(), any::<u8>()).prop_map(|(k, v)| Step::Append(k, v)),
+            2 => (k.clone(), 0u8..3, any::<u8>()).prop_map(|(k, u, v)| Step::MapPut(k, u, v)),
+            1 => (k, 0u8..3).prop_map(|(k, u)| Step::MapRemove(k, u)),
+            1 => Just(Step::Next),
+            1 => Just(Step::Retry),
+        ]
+    }
+
+    fn at(k: u16) -> ([u8; 2], KeyGroup) {
+        (k.to_le_bytes(), KeyGroup(2 + k % 2))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+        #[test]
+        fn views_are_frozen_and_epochs_exact(steps in proptest::collection::vec(step(), 1..400)) {
+            let mut b = backend();
+            begin(&mut b, 1, 0);
+            for k in 0u16..3000 {
+                let (key, kg) = at(k);
+                let sk = StateKey::new(kg, &key);
+                b.put_value(VALUE, sk, &[1]).expect("puts");
+                b.append_list(LIST, sk, &list(&["x"])).expect("appends");
+                b.map_put(MAP, sk, &[0], &[1]).expect("map puts");
+            }
+            commit_final(&mut b, 1, 0);
+            let view = b.snapshot_sync().expect("all final");
+            let frozen = dump(&*view);
+
+            // The model: values only, per epoch a copy taken at begin.
+            let mut values: BTreeMap<u16, u8> = (0..3000).map(|k| (k, 1)).collect();
+            let mut before = values.clone();
+            let (mut epoch, mut attempt) = (2u64, 0u32);
+            begin(&mut b, epoch, attempt);
+            for (i, s) in steps.iter().enumerate() {
+                match *s {
+                    Step::Put(k, v) => {
+                        let (key, kg) = at(k);
+                        b.put_value(VALUE, StateKey::new(kg, &key), &[v]).expect("puts");
+                        values.insert(k, v);
+                    }
+                    Step::Clear(k) => {
+                        let (key, kg) = at(k);
+                        b.clear(VALUE, StateKey::new(kg, &key)).expect("clears");
+                        b.clear(LIST, StateKey::new(kg, &key)).expect("clears");
+                        b.clear(MAP, StateKey::new(kg, &key)).expect("clears");
+                        values.remove(&k);
+                    }
+                    Step::Append(k, v) => {
+                        let (key, kg) = at(k);
+                        let mut p = Vec::new();
+                        push_list_item(&[v], &mut p);
+                        b.append_list(LIST, StateKey::new(kg, &key), &p).expect("appends");
+                    }
+                    Step::MapPut(k, u, v) => {
+                        let (key, kg) = at(k);
+                        b.map_put(MAP, StateKey::new(kg, &key), &[u], &[v]).expect("map puts");
+                    }
+                    Step::MapRemove(k, u) => {
+                        let (key, kg) = at(k);
+                        b.map_remove(MAP, StateKey::new(kg, &key), &[u]).expect("map removes");
+                    }
+                    Step::Next => {
+                        commit_final(&mut b, epoch, attempt);
+                        epoch += 1;
+                        attempt = 0;
+                        before = values.clone();
+                        begin(&mut b, epoch, attempt);
+                    }
+                    Step::Retry => {
+                        attempt += 1;
+                        begin(&mut b, epoch, attempt);
+                        values = before.clone();
+                    }
+                }
+                // A leak through the view would persist, so sampling finds it.
+                if i % 64 == 0 {
+                    prop_assert_eq!(&dump(&*view), &frozen);
+                }
+            }
+            prop_assert_eq!(&dump(&*view), &frozen);
+            for k in (0u16..3000).step_by(7) {
+                let (key, kg) = at(k);
+                let got = b.get_value(VALUE, StateKey::new(kg, &key)).expect("reads");
+                prop_assert_eq!(got.as_deref(), values.get(&k).map(std::slice::from_ref));
+            }
+            // A full retry of the last epoch brings back what it began with.
+            attempt += 1;
+            begin(&mut b, epoch, attempt);
+            commit_final(&mut b, epoch, attempt);
+            let now = b.snapshot_sync().expect("all final");
+            let live: BTreeMap<u16, u8> = dump(&*now)
+                .into_iter()
+                .filter(|((state, ..), _)| *state == VALUE.0)
+                .map(|((_, _, key, _), v)| {
+                    (u16::from_le_bytes([key[0], key[1]]), v[0].1[0])
+                })
+                .collect();
+            prop_assert_eq!(live, before);
+        }
+    }
+}
