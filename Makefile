@@ -53,7 +53,7 @@ test: test-rust test-python ## Every test: what CI runs
 
 .PHONY: demo
 demo: build ## Run the main example: 1M keys, snapshot, restore at another parallelism
-	cargo run --release --quiet -p weir-snapshot --example rescale
+	cargo run --release --quiet -p weir-testing --example rescale
 
 .PHONY: bench
 bench: sys-deps ## Criterion benchmarks of the state engine

@@ -4,7 +4,7 @@
 //! the heap and the RocksDB backend, and check every key landed in exactly
 //! the subtask that owns its key group, with its value and list intact.
 //!
-//! Run: `cargo run --release -p weir-snapshot --example rescale [-- KEYS]`.
+//! Run: `cargo run --release -p weir-testing --example rescale [-- KEYS]`.
 
 use std::error::Error;
 use std::sync::Arc;
@@ -58,7 +58,13 @@ fn descriptors() -> Result<[StateDescriptor; 2], Box<dyn Error>> {
 
 fn ranges(max: MaxParallelism, parallelism: u32) -> Result<Vec<KeyGroupRange>, Box<dyn Error>> {
     (0..parallelism)
-        .map(|s| Ok(KeyGroupRange::for_subtask(max, parallelism, SubtaskIndex(s))?))
+        .map(|s| {
+            Ok(KeyGroupRange::for_subtask(
+                max,
+                parallelism,
+                SubtaskIndex(s),
+            )?)
+        })
         .collect()
 }
 
@@ -82,7 +88,9 @@ fn verify(
             let value = backend.get_value(ids[s].0, at);
             if s != owner {
                 if !matches!(value, Err(StateError::KeyGroupOutOfRange { .. })) {
-                    return Err(format!("key {i} is readable from subtask {s}, not its owner").into());
+                    return Err(
+                        format!("key {i} is readable from subtask {s}, not its owner").into(),
+                    );
                 }
                 continue;
             }
@@ -119,7 +127,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         store: Arc::new(LocalFileSystem::new_with_prefix(dir.path())?),
         root: Path::from("job"),
     };
-    println!("weir state engine: {keys} keys, max parallelism {max}, parallelism {OLD_PARALLELISM} -> {NEW_PARALLELISM}");
+    println!(
+        "weir state engine: {keys} keys, max parallelism {max}, parallelism {OLD_PARALLELISM} -> {NEW_PARALLELISM}"
+    );
 
     // Fill two heap subtasks, each with the keys of its key groups.
     let started = Instant::now();
