@@ -50,7 +50,7 @@ impl<'a> SlotKey<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct Slot<P> {
     bytes: SmallBytes,
-    key_len: u32,
+    key_len: usize,
     hash: u64,
     /// The stored data.
     pub(crate) payload: P,
@@ -64,9 +64,7 @@ impl<P> Slot<P> {
         bytes.extend(k.namespace);
         Self {
             bytes,
-            // Keys longer than 4 GiB cannot reach here: they come from Arrow
-            // rows and Python values, far below that.
-            key_len: u32::try_from(k.key.len()).expect("keys are shorter than 4 GiB"),
+            key_len: k.key.len(),
             hash: k.hash,
             payload,
             tag,
@@ -75,12 +73,12 @@ impl<P> Slot<P> {
 
     /// The encoded key.
     pub(crate) fn key(&self) -> &[u8] {
-        &self.bytes[..self.key_len as usize]
+        &self.bytes[..self.key_len]
     }
 
     /// The encoded namespace.
     pub(crate) fn namespace(&self) -> &[u8] {
-        &self.bytes[self.key_len as usize..]
+        &self.bytes[self.key_len..]
     }
 
     /// The address of this entry, to find it again later (undo logs).
@@ -102,14 +100,14 @@ impl<P> Slot<P> {
 #[derive(Debug, Clone)]
 pub(crate) struct OwnedSlotKey {
     bytes: SmallBytes,
-    key_len: u32,
+    key_len: usize,
     hash: u64,
 }
 
 impl OwnedSlotKey {
     /// Borrows it as a lookup key.
     pub(crate) fn as_key(&self) -> SlotKey<'_> {
-        let (key, namespace) = self.bytes.split_at(self.key_len as usize);
+        let (key, namespace) = self.bytes.split_at(self.key_len);
         SlotKey {
             key,
             namespace,

@@ -9,7 +9,7 @@ use weir_types::Epoch;
 
 use crate::heap::bytes::SmallBytes;
 use crate::heap::data::{MapValue, StateData, UserMap};
-use crate::heap::table::OwnedSlotKey;
+use crate::heap::table::{OwnedSlotKey, StateTable};
 
 /// Where an undo record applies: a state, a key-group index and an entry.
 #[derive(Debug)]
@@ -92,7 +92,7 @@ impl Undo {
 }
 
 fn restore<P: Clone>(
-    table: &mut crate::heap::table::StateTable<P>,
+    table: &mut StateTable<P>,
     target: &UndoTarget,
     old: Option<(P, Option<Epoch>)>,
 ) {
