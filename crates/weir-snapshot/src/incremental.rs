@@ -35,7 +35,8 @@ use crate::upload::{ObjectUpload, delete_all};
 /// Bytes read from a local file at a time.
 const READ_CHUNK: usize = 1 << 20;
 
-/// One file of a local native checkpoint.
+/// One file of a local native checkpoint (`weir_state_rocksdb::NativeFile`
+/// maps onto it field by field, `shared` becoming [`LocalFile::shared`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalFile {
     /// The name the file must have in the database directory.
@@ -48,7 +49,8 @@ pub struct LocalFile {
     pub shared: bool,
 }
 
-/// A local native checkpoint to upload.
+/// A local native checkpoint to upload (what
+/// `weir_state_rocksdb::NativeCheckpoint` holds, minus its directory).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalCheckpoint {
     /// The key groups the database held.
