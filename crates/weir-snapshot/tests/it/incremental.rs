@@ -158,3 +158,46 @@ async fn download_checks_file_names_and_checksums() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canceled_incremental_snapshot_keeps_reused_files() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let storage = local_storage(&tmp);
+    let runtime = tokio::runtime::Handle::current();
+    let mut registry = SharedFileRegistry::new();
+    let first = local_checkpoint(
+        &tmp.path().join("local-1"),
+        &[("000001.sst", true), ("CURRENT", false)],
+    );
+    let one = spawn_incremental_snapshot(&runtime, first, &registry, &storage, target(1))
+        .await
+        .expect("upload succeeds");
+    registry.register(
+        CheckpointId(1),
+        &KeyedStateHandle::Incremental(one.handle.clone()),
+    );
+
+    let second = local_checkpoint(
+        &tmp.path().join("local-2"),
+        &[
+            ("000001.sst", true),
+            ("000002.sst", true),
+            ("CURRENT", false),
+        ],
+    );
+    let two = spawn_incremental_snapshot(&runtime, second, &registry, &storage, target(2));
+    // Wherever the task is when the cancel lands, the outcome is the same.
+    two.cancel();
+    assert!(matches!(two.await, Err(SnapshotError::Cancelled)));
+
+    let job = tmp.path().join("job-1");
+    for f in one.handle.shared.iter().chain(&one.handle.private) {
+        assert!(
+            job.join(&f.file.path).is_file(),
+            "{} was deleted",
+            f.file.path
+        );
+    }
+    assert!(!job.join("shared/op/0/2-000002.sst").exists());
+    assert!(!job.join("chk-2/op/0/CURRENT").exists());
+}
