@@ -30,7 +30,9 @@ pub mod layout;
 mod location;
 mod metadata;
 mod resolved;
+mod restore;
 mod retention;
+mod savepoint;
 mod storage;
 
 pub use coordinator::{
@@ -43,5 +45,7 @@ pub use metadata::{
     OperatorStateMeta, SubtaskStateMeta, decode_metadata, encode_metadata,
 };
 pub use resolved::ResolvedSnapshot;
+pub use restore::{JobOperator, OperatorRestore, RestorePlan, RestoredOperator, SubtaskRestore};
 pub use retention::{Retention, SubsumeDecision};
+pub use savepoint::{create_savepoint, dispose_savepoint};
 pub use storage::CheckpointStorage;

@@ -161,8 +161,25 @@ impl StorageLocation {
             path: path.to_owned(),
             source,
         };
-        std::fs::create_dir_all(path).map_err(io_error)?;
-        let dir = std::fs::canonicalize(path).map_err(io_error)?;
+        // A path to an existing file (`.../_metadata`) opens its directory
+        // with the file as root; anything else is a directory to create.
+        let file = std::path::Path::new(path);
+        let (dir, root) = match (file.is_file(), file.parent(), file.file_name()) {
+            (true, Some(parent), Some(name)) => {
+                let name = name.to_string_lossy();
+                let parent = if parent.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    parent
+                };
+                (parent, Self::prefix(&name, url)?)
+            }
+            _ => {
+                std::fs::create_dir_all(path).map_err(io_error)?;
+                (file, Path::default())
+            }
+        };
+        let dir = std::fs::canonicalize(dir).map_err(io_error)?;
         // Automatic cleanup removes directories emptied by deletes, so a
         // subsumed `chk-<n>/` disappears entirely; fsync makes a completed
         // `_metadata` survive a power loss, as it would on an object store.
@@ -173,7 +190,7 @@ impl StorageLocation {
             })?
             .with_automatic_cleanup(true)
             .with_fsync(true);
-        Ok(Self::new(Arc::new(store), Path::default(), url))
+        Ok(Self::new(Arc::new(store), root, url))
     }
 
     fn prefix(prefix: &str, url: &str) -> Result<Path> {

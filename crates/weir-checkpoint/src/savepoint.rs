@@ -1,0 +1,78 @@
+//! Savepoints (P1, P2, P6): user-owned, self-contained copies of a completed
+//! checkpoint that can be moved or copied as a directory, and their disposal.
+//!
+//! A savepoint directory `savepoint-<job>-<n>/` holds `_metadata` and every
+//! state file the state needs, shared RocksDB files included, at the same
+//! relative paths as in the checkpoint; nothing points outside it. This
+//! module copies and deletes; it does not decide when savepoints are taken.
+
+use object_store::ObjectStoreExt;
+use object_store::PutPayload;
+
+use crate::error::{CheckpointError, Result};
+use crate::layout::{self, METADATA_FILE};
+use crate::location::StorageLocation;
+use crate::metadata::{CheckpointKind, encode_metadata};
+use crate::resolved::ResolvedSnapshot;
+use crate::storage::{delete_paths, delete_tree, put_new};
+
+/// Copies completed checkpoint (or savepoint) `source` into a new savepoint
+/// directory under `savepoint_dir` and returns it opened.
+///
+/// Every file is read back and verified against its handle before it is
+/// written; `_metadata` is written last and create-only, so an interrupted
+/// copy leaves a directory that does not open as a savepoint, and an
+/// existing savepoint is never overwritten.
+pub async fn create_savepoint(
+    source: &ResolvedSnapshot,
+    savepoint_dir: &StorageLocation,
+) -> Result<ResolvedSnapshot> {
+    let mut metadata = source.metadata().clone();
+    let dir = savepoint_dir.child(&layout::savepoint_dir(
+        &metadata.job_id,
+        metadata.checkpoint_id,
+    ))?;
+    for file in metadata.files() {
+        if metadata.inline.contains_key(&file.path) {
+            continue;
+        }
+        let bytes = source.read_file(file).await?;
+        let path = layout::join(dir.root(), &file.path)?;
+        dir.store()
+            .put(&path, PutPayload::from_bytes(bytes))
+            .await
+            .map_err(|source| CheckpointError::Store {
+                operation: "put",
+                path: file.path.clone(),
+                source,
+            })?;
+    }
+    metadata.kind = CheckpointKind::Savepoint;
+    let path = layout::join(dir.root(), METADATA_FILE)?;
+    put_new(
+        dir.store().as_ref(),
+        &path,
+        encode_metadata(&metadata)?,
+        &format!("{}/{METADATA_FILE}", dir.url()),
+    )
+    .await?;
+    ResolvedSnapshot::open(&dir).await
+}
+
+/// Deletes the savepoint whose directory (or `_metadata`) `location` points
+/// at: `_metadata` first, so a half-disposed savepoint no longer opens, then
+/// every other file under the directory. Refuses anything that is not a
+/// readable savepoint, so a mistyped path cannot delete a checkpoint.
+pub async fn dispose_savepoint(location: &StorageLocation) -> Result<()> {
+    let savepoint = ResolvedSnapshot::open(location).await?;
+    let metadata = savepoint.metadata();
+    if metadata.kind != CheckpointKind::Savepoint {
+        return Err(CheckpointError::WrongKind {
+            checkpoint: metadata.checkpoint_id,
+            expected: CheckpointKind::Savepoint,
+        });
+    }
+    let dir = savepoint.base();
+    delete_paths(dir, [METADATA_FILE]).await?;
+    delete_tree(dir).await
+}

@@ -1,0 +1,129 @@
+//! Savepoints: self-contained, movable, disposable (P2, P6), and restorable
+//! at another parallelism through the restore plan (P5).
+
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use weir_checkpoint::{
+    CheckpointError, CheckpointKind, CheckpointStorage, JobOperator, OperatorRestore,
+    ResolvedSnapshot, RestorePlan, StorageLocation, StorageOptions, create_savepoint,
+    dispose_savepoint,
+};
+use weir_types::CheckpointId;
+
+use crate::common::{content, full_checkpoint, incremental_checkpoint, job, max, uid};
+
+#[tokio::test]
+async fn moved_savepoint_directory_restores() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = StorageOptions::default();
+    let checkpoints =
+        StorageLocation::parse(&dir.path().join("ckpt").to_string_lossy(), &opts).expect("ckpt");
+    let storage = CheckpointStorage::filesystem(&checkpoints, job()).expect("storage");
+    let meta = storage
+        .complete(&full_checkpoint(&storage, 4, 2).await)
+        .await
+        .expect("completes");
+
+    let savepoints =
+        StorageLocation::parse(&dir.path().join("sp").to_string_lossy(), &opts).expect("sp");
+    let created = create_savepoint(
+        &storage.open(CheckpointId(4)).await.expect("opens"),
+        &savepoints,
+    )
+    .await
+    .expect("savepoint");
+    assert_eq!(created.metadata().kind, CheckpointKind::Savepoint);
+
+    // Move the savepoint somewhere else and drop the checkpoints entirely.
+    let moved = dir.path().join("elsewhere/renamed");
+    std::fs::create_dir_all(moved.parent().expect("parent")).expect("mkdir");
+    std::fs::rename(dir.path().join("sp/savepoint-orders-4"), &moved).expect("move");
+    std::fs::remove_dir_all(dir.path().join("ckpt")).expect("remove checkpoints");
+
+    // Resume from the `_metadata` path, as a user would.
+    let url = format!("file://{}/_metadata", moved.display());
+    let resolved = ResolvedSnapshot::open(&StorageLocation::parse(&url, &opts).expect("url"))
+        .await
+        .expect("opens moved savepoint");
+    assert_eq!(resolved.metadata().operators, meta.operators);
+
+    let job_ops = [JobOperator {
+        uid: uid(),
+        max_parallelism: max(),
+        parallelism: 3,
+    }];
+    let plan = RestorePlan::new(resolved.metadata(), &job_ops, false).expect("plans");
+    let OperatorRestore::Restored(op) = &plan.operators[&uid()] else {
+        panic!("state was not restored");
+    };
+    let middle = &op.subtasks[1];
+    assert_eq!(
+        middle.keyed.len(),
+        2,
+        "subtask 1 of 3 straddles both old ranges"
+    );
+    for (i, handle) in middle.keyed.iter().enumerate() {
+        let bytes = resolved.read_file(handle.files()[0]).await.expect("reads");
+        assert_eq!(bytes.as_ref(), content(4, i as u32));
+    }
+}
+
+#[tokio::test]
+async fn savepoints_copy_shared_files_in_and_dispose_cleanly() {
+    let store = Arc::new(InMemory::new());
+    let checkpoints = StorageLocation::new(store.clone(), Path::from("ckpt"), "memory://ckpt");
+    let savepoints = StorageLocation::new(store.clone(), Path::from("sp"), "memory://sp");
+    let storage = CheckpointStorage::filesystem(&checkpoints, job()).expect("storage");
+    storage
+        .complete(&incremental_checkpoint(&storage, 7, &["1.sst", "2.sst"]).await)
+        .await
+        .expect("completes");
+
+    let created = create_savepoint(
+        &storage.open(CheckpointId(7)).await.expect("opens"),
+        &savepoints,
+    )
+    .await
+    .expect("savepoint");
+    assert_eq!(created.base().root().as_ref(), "sp/savepoint-orders-7");
+    // Nothing the savepoint needs lives outside its directory.
+    storage
+        .discard(CheckpointId(7))
+        .await
+        .expect("discard checkpoint");
+    for file in created.metadata().files() {
+        created.read_file(file).await.expect("self-contained");
+    }
+    assert!(matches!(
+        create_savepoint(&created, &savepoints).await,
+        Err(CheckpointError::AlreadyExists { .. })
+    ));
+
+    // A checkpoint is never disposed as a savepoint.
+    storage
+        .complete(&incremental_checkpoint(&storage, 8, &["1.sst"]).await)
+        .await
+        .expect("completes");
+    let chk = checkpoints.child("orders/chk-8").expect("valid");
+    assert!(matches!(
+        dispose_savepoint(&chk).await,
+        Err(CheckpointError::WrongKind { .. })
+    ));
+
+    let sp_dir = savepoints.child("savepoint-orders-7").expect("valid");
+    dispose_savepoint(&sp_dir).await.expect("disposes");
+    assert!(matches!(
+        ResolvedSnapshot::open(&sp_dir).await,
+        Err(CheckpointError::MissingMetadata { .. })
+    ));
+    let left: Vec<_> = store
+        .list(Some(&Path::from("sp")))
+        .try_collect()
+        .await
+        .expect("lists");
+    assert!(left.is_empty(), "{left:?}");
+}

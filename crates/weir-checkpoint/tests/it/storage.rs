@@ -1,0 +1,155 @@
+//! Completing, finding and reading checkpoints on the local file system and
+//! in "jobmanager" (inline) storage.
+
+use weir_checkpoint::{
+    CheckpointError, CheckpointStorage, StorageLocation, StorageOptions, layout,
+};
+use weir_types::CheckpointId;
+
+use crate::common::{content, full_checkpoint, job};
+
+fn local(dir: &std::path::Path) -> CheckpointStorage {
+    let location = StorageLocation::parse(&dir.to_string_lossy(), &StorageOptions::default())
+        .expect("local location");
+    CheckpointStorage::filesystem(&location, job()).expect("storage")
+}
+
+#[tokio::test]
+async fn completed_checkpoints_are_found_and_read_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = local(dir.path());
+    assert!(storage.latest_completed().await.expect("lists").is_none());
+
+    for id in 1..=2 {
+        let meta = full_checkpoint(&storage, id, 2).await;
+        storage.complete(&meta).await.expect("completes");
+    }
+    assert!(dir.path().join("orders/chk-2/_metadata").is_file());
+    let latest = storage
+        .latest_completed()
+        .await
+        .expect("lists")
+        .expect("one");
+    assert_eq!(latest.checkpoint_id, CheckpointId(2));
+    for (i, file) in latest.files().into_iter().enumerate() {
+        let bytes = storage.read_state_file(&latest, file).await.expect("reads");
+        assert_eq!(bytes.as_ref(), content(2, i as u32));
+    }
+
+    // Completing the same checkpoint again never overwrites it.
+    let again = full_checkpoint(&storage, 2, 1).await;
+    assert!(matches!(
+        storage.complete(&again).await,
+        Err(CheckpointError::AlreadyExists { .. })
+    ));
+    assert_eq!(
+        storage
+            .open(CheckpointId(2))
+            .await
+            .expect("opens")
+            .metadata(),
+        &latest
+    );
+}
+
+#[tokio::test]
+async fn torn_or_missing_metadata_is_not_a_completed_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = local(dir.path());
+    let first = full_checkpoint(&storage, 1, 1).await;
+    storage.complete(&first).await.expect("completes");
+
+    // Checkpoint 2 wrote its files but no metadata; checkpoint 3's metadata
+    // was cut short by a writer without atomic publish.
+    full_checkpoint(&storage, 2, 1).await;
+    let third = full_checkpoint(&storage, 3, 1).await;
+    let bytes = weir_checkpoint::encode_metadata(&third).expect("encodes");
+    std::fs::write(
+        dir.path()
+            .join("orders")
+            .join(layout::checkpoint_metadata(CheckpointId(3))),
+        &bytes[..bytes.len() / 2],
+    )
+    .expect("write torn metadata");
+
+    assert_eq!(
+        storage.checkpoint_dirs().await.expect("lists"),
+        [CheckpointId(1), CheckpointId(2), CheckpointId(3)]
+    );
+    let latest = storage
+        .latest_completed()
+        .await
+        .expect("lists")
+        .expect("one");
+    assert_eq!(latest, first);
+    assert!(matches!(
+        storage.open(CheckpointId(3)).await,
+        Err(CheckpointError::Truncated { .. })
+    ));
+    assert!(matches!(
+        storage.open(CheckpointId(2)).await,
+        Err(CheckpointError::MissingMetadata { .. })
+    ));
+}
+
+#[tokio::test]
+async fn corrupt_state_files_are_detected_on_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = local(dir.path());
+    let meta = storage
+        .complete(&full_checkpoint(&storage, 1, 1).await)
+        .await
+        .expect("completes");
+    let file = meta.files()[0].clone();
+    std::fs::write(dir.path().join("orders").join(&file.path), b"tampered").expect("write");
+    assert!(matches!(
+        storage.read_state_file(&meta, &file).await,
+        Err(CheckpointError::CorruptStateFile { .. })
+    ));
+}
+
+#[tokio::test]
+async fn jobmanager_storage_keeps_state_inline_up_to_its_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location =
+        StorageLocation::parse(&dir.path().to_string_lossy(), &StorageOptions::default())
+            .expect("local location");
+    let storage = CheckpointStorage::jobmanager(&location, job(), 64).expect("storage");
+
+    let written = storage
+        .complete(&full_checkpoint(&storage, 1, 2).await)
+        .await
+        .expect("small state fits");
+    assert_eq!(written.inline.len(), 2);
+    // Only `_metadata` reached the directory.
+    assert_eq!(
+        crate::common::local_files(dir.path()),
+        ["orders/chk-1/_metadata"]
+    );
+    let latest = storage
+        .latest_completed()
+        .await
+        .expect("lists")
+        .expect("one");
+    let file = latest.files()[1].clone();
+    assert_eq!(
+        storage
+            .read_state_file(&latest, &file)
+            .await
+            .expect("inline read")
+            .as_ref(),
+        content(1, 1)
+    );
+
+    let tiny = CheckpointStorage::jobmanager(&location, job(), 8).expect("storage");
+    let err = tiny
+        .complete(&full_checkpoint(&tiny, 2, 1).await)
+        .await
+        .expect_err("above the limit");
+    assert!(matches!(
+        err,
+        CheckpointError::InlineStateTooLarge { limit: 8, .. }
+    ));
+    assert!(err.to_string().contains("raise the limit"), "{err}");
+    assert!(!dir.path().join("orders/chk-2").exists());
+}
