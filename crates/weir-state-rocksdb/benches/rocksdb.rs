@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use weir_state::{EntryPayload, KeyedStateBackend, StateEntry, StateId, StateKey};
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_types::{Attempt, Epoch, KeyGroup, MaxParallelism, StateDescriptor, StateKind, ValueType};
@@ -16,8 +16,11 @@ const MAX: u32 = 128;
 /// path) so large sizes load quickly.
 fn loaded(path: &Path, n: u64) -> (RocksDbKeyedStateBackend, StateId) {
     let max = MaxParallelism::new(MAX).expect("valid");
-    let mut backend = RocksDbKeyedStateBackend::open(RocksDbOptions::new(path, max, max.full_range())).expect("open");
-    let descriptor = StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid");
+    let mut backend =
+        RocksDbKeyedStateBackend::open(RocksDbOptions::new(path, max, max.full_range()))
+            .expect("open");
+    let descriptor =
+        StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid");
     let state = backend.register_state(&descriptor).expect("register");
     for i in 0..n {
         let key = i.to_le_bytes();
@@ -39,8 +42,15 @@ fn key_group(i: u64) -> KeyGroup {
 }
 
 /// Reads and increments keys `keys` in one epoch, then finalizes it.
-fn update_epoch(backend: &mut RocksDbKeyedStateBackend, state: StateId, epoch: u64, keys: impl Iterator<Item = u64>) {
-    backend.begin_epoch(Epoch(epoch), Attempt(0)).expect("begin");
+fn update_epoch(
+    backend: &mut RocksDbKeyedStateBackend,
+    state: StateId,
+    epoch: u64,
+    keys: impl Iterator<Item = u64>,
+) {
+    backend
+        .begin_epoch(Epoch(epoch), Attempt(0))
+        .expect("begin");
     for i in keys {
         let key_bytes = i.to_le_bytes();
         let key = StateKey::new(key_group(i), &key_bytes);
@@ -49,9 +59,13 @@ fn update_epoch(backend: &mut RocksDbKeyedStateBackend, state: StateId, epoch: u
             .expect("get")
             .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
             .map_or(0, u64::from_le_bytes);
-        backend.put_value(state, key, &(old + 1).to_le_bytes()).expect("put");
+        backend
+            .put_value(state, key, &(old + 1).to_le_bytes())
+            .expect("put");
     }
-    backend.commit_epoch(Epoch(epoch), Attempt(0)).expect("commit");
+    backend
+        .commit_epoch(Epoch(epoch), Attempt(0))
+        .expect("commit");
     backend.finalize_up_to(Epoch(epoch)).expect("finalize");
 }
 
@@ -100,7 +114,9 @@ fn incremental_checkpoint(c: &mut Criterion) {
         let dir = tempfile::tempdir().expect("tempdir");
         let (mut backend, state) = loaded(&dir.path().join("db"), n);
         let mut round = 0u64;
-        let mut previous = backend.native_checkpoint(&dir.path().join("chk-0")).expect("checkpoint");
+        let mut previous = backend
+            .native_checkpoint(&dir.path().join("chk-0"))
+            .expect("checkpoint");
         let mut report = true;
         group.bench_function(BenchmarkId::new("one_percent_changed", n), |b| {
             b.iter(|| {
@@ -128,5 +144,10 @@ fn incremental_checkpoint(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, value_get_update, snapshot_sync, incremental_checkpoint);
+criterion_group!(
+    benches,
+    value_get_update,
+    snapshot_sync,
+    incremental_checkpoint
+);
 criterion_main!(benches);

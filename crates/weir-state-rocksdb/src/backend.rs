@@ -21,12 +21,14 @@ use std::sync::Arc;
 
 use rocksdb::{BoundColumnFamily, ReadOptions, WriteBatch, WriteOptions};
 use weir_state::{
-    list_items, EntryPayload, EpochLog, FrozenKeyedState, KeyedStateBackend, StateEntry, StateError, StateId,
-    StateKey,
+    EntryPayload, EpochLog, FrozenKeyedState, KeyedStateBackend, StateEntry, StateError, StateId,
+    StateKey, list_items,
 };
-use weir_types::{Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind};
+use weir_types::{
+    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind,
+};
 
-use crate::database::{self, state_cf_name, Db, Meta};
+use crate::database::{self, Db, Meta, state_cf_name};
 use crate::error::{Result, RocksDbError};
 use crate::frozen::RocksDbFrozenState;
 use crate::key::{prefix_end, row_key};
@@ -63,7 +65,10 @@ enum Access {
 impl Access {
     fn allows(self, kind: StateKind) -> bool {
         match self {
-            Access::Value => matches!(kind, StateKind::Value | StateKind::Reducing | StateKind::Aggregating),
+            Access::Value => matches!(
+                kind,
+                StateKind::Value | StateKind::Reducing | StateKind::Aggregating
+            ),
             Access::List => kind == StateKind::List,
             Access::Map => kind == StateKind::Map,
         }
@@ -112,7 +117,8 @@ impl RocksDbKeyedStateBackend {
                 };
                 let mut batch = WriteBatch::default();
                 database::put_header(&db, &mut batch, meta.max_parallelism, meta.key_group_range);
-                db.write(batch).map_err(RocksDbError::engine("write metadata"))?;
+                db.write(batch)
+                    .map_err(RocksDbError::engine("write metadata"))?;
                 meta
             }
         };
@@ -120,9 +126,18 @@ impl RocksDbKeyedStateBackend {
     }
 
     /// Wraps an open database whose metadata is `meta`.
-    pub(crate) fn from_db(db: Db, path: PathBuf, engine: EngineOptions, meta: Meta) -> Result<Self> {
+    pub(crate) fn from_db(
+        db: Db,
+        path: PathBuf,
+        engine: EngineOptions,
+        meta: Meta,
+    ) -> Result<Self> {
         let cf_names: Vec<String> = (0..meta.descriptors.len())
-            .map(|i| state_cf_name(StateId(u32::try_from(i).expect("invariant: fewer than 2^32 states"))))
+            .map(|i| {
+                state_cf_name(StateId(
+                    u32::try_from(i).expect("invariant: fewer than 2^32 states"),
+                ))
+            })
             .collect();
         if cf_names.iter().any(|name| db.cf_handle(name).is_none()) {
             return Err(RocksDbError::CorruptMetadata {
@@ -160,11 +175,6 @@ impl RocksDbKeyedStateBackend {
         &self.db
     }
 
-    /// The built RocksDB options, for restore.
-    pub(crate) fn engine(&self) -> &EngineOptions {
-        &self.engine
-    }
-
     /// Fails unless every epoch is final (native checkpoints and snapshots
     /// capture exactly the base).
     pub(crate) fn check_all_final(&self) -> Result<()> {
@@ -173,7 +183,10 @@ impl RocksDbKeyedStateBackend {
 
     /// The column family of a registered state.
     pub(crate) fn cf(&self, id: StateId) -> Result<Arc<BoundColumnFamily<'_>>> {
-        let name = self.cf_names.get(id.0 as usize).ok_or(StateError::UnknownState(id))?;
+        let name = self
+            .cf_names
+            .get(id.0 as usize)
+            .ok_or(StateError::UnknownState(id))?;
         Ok(self
             .db
             .cf_handle(name)
@@ -188,7 +201,10 @@ impl RocksDbKeyedStateBackend {
     }
 
     fn descriptor(&self, id: StateId, access: Access) -> Result<&StateDescriptor, StateError> {
-        let descriptor = self.descriptors.get(id.0 as usize).ok_or(StateError::UnknownState(id))?;
+        let descriptor = self
+            .descriptors
+            .get(id.0 as usize)
+            .ok_or(StateError::UnknownState(id))?;
         if access.allows(descriptor.kind) {
             Ok(descriptor)
         } else {
@@ -228,7 +244,12 @@ impl RocksDbKeyedStateBackend {
 
     /// Reads one row through the overlays and the database. `map_prefix` is
     /// the map row prefix when `row` is a map entry, whose clears hide it.
-    fn read_row(&self, id: StateId, row: &[u8], map_prefix: Option<&[u8]>) -> Result<Option<Cow<'_, [u8]>>> {
+    fn read_row(
+        &self,
+        id: StateId,
+        row: &[u8],
+        map_prefix: Option<&[u8]>,
+    ) -> Result<Option<Cow<'_, [u8]>>> {
         let mut appends: Vec<&[u8]> = Vec::new();
         let mut base: Option<Cow<'_, [u8]>> = None;
         let mut from_db = true;
@@ -270,7 +291,9 @@ impl RocksDbKeyedStateBackend {
         if list_items(payload).all(|item| item.is_some()) {
             Ok(())
         } else {
-            Err(StateError::Corrupt { what: "list payload" })
+            Err(StateError::Corrupt {
+                what: "list payload",
+            })
         }
     }
 
@@ -283,7 +306,12 @@ impl RocksDbKeyedStateBackend {
                 for prefix in state.cleared() {
                     match prefix_end(prefix) {
                         Some(end) => batch.delete_range_cf(&cf, prefix, end.as_slice()),
-                        None => return Err(StateError::Corrupt { what: "map row prefix" }.into()),
+                        None => {
+                            return Err(StateError::Corrupt {
+                                what: "map row prefix",
+                            }
+                            .into());
+                        }
                     }
                 }
                 for (row, write) in state.writes() {
@@ -310,9 +338,16 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
 
     fn register_state(&mut self, descriptor: &StateDescriptor) -> weir_state::Result<StateId> {
         let descriptor = descriptor.clone().validated()?;
-        if let Some((index, existing)) = self.descriptors.iter().enumerate().find(|(_, d)| d.name == descriptor.name) {
+        if let Some((index, existing)) = self
+            .descriptors
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d.name == descriptor.name)
+        {
             return if *existing == descriptor {
-                Ok(StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states")))
+                Ok(StateId(
+                    u32::try_from(index).expect("invariant: fewer than 2^32 states"),
+                ))
             } else {
                 Err(StateError::DuplicateState {
                     name: descriptor.name,
@@ -320,16 +355,21 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
                 })
             };
         }
-        let id = StateId(u32::try_from(self.descriptors.len()).map_err(|_| StateError::Storage {
-            message: "too many states".to_owned(),
-        })?);
+        let id =
+            StateId(
+                u32::try_from(self.descriptors.len()).map_err(|_| StateError::Storage {
+                    message: "too many states".to_owned(),
+                })?,
+            );
         let name = state_cf_name(id);
         self.db
             .create_cf(&name, &self.engine.state)
             .map_err(RocksDbError::engine("create column family"))?;
         let mut batch = WriteBatch::default();
         database::put_descriptor(&self.db, &mut batch, id, &descriptor);
-        self.db.write(batch).map_err(RocksDbError::engine("write metadata"))?;
+        self.db
+            .write(batch)
+            .map_err(RocksDbError::engine("write metadata"))?;
         self.descriptors.push(descriptor);
         self.cf_names.push(name);
         Ok(id)
@@ -378,19 +418,32 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         self.epochs.last_final()
     }
 
-    fn get_value(&mut self, state: StateId, key: StateKey<'_>) -> weir_state::Result<Option<Cow<'_, [u8]>>> {
+    fn get_value(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+    ) -> weir_state::Result<Option<Cow<'_, [u8]>>> {
         let row = self.row(state, Access::Value, key)?;
         Ok(self.read_row(state, &row, None)?)
     }
 
-    fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> weir_state::Result<()> {
+    fn put_value(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        value: &[u8],
+    ) -> weir_state::Result<()> {
         let row = self.row(state, Access::Value, key)?;
         self.overlay_mut(state)?.put(row, value.to_vec());
         Ok(())
     }
 
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> weir_state::Result<()> {
-        let kind = self.descriptors.get(state.0 as usize).ok_or(StateError::UnknownState(state))?.kind;
+        let kind = self
+            .descriptors
+            .get(state.0 as usize)
+            .ok_or(StateError::UnknownState(state))?
+            .kind;
         let access = match kind {
             StateKind::Map => Access::Map,
             StateKind::List => Access::List,
@@ -405,12 +458,23 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         Ok(())
     }
 
-    fn get_list(&mut self, state: StateId, key: StateKey<'_>) -> weir_state::Result<Option<Cow<'_, [u8]>>> {
+    fn get_list(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+    ) -> weir_state::Result<Option<Cow<'_, [u8]>>> {
         let row = self.row(state, Access::List, key)?;
-        Ok(self.read_row(state, &row, None)?.filter(|list| !list.is_empty()))
+        Ok(self
+            .read_row(state, &row, None)?
+            .filter(|list| !list.is_empty()))
     }
 
-    fn append_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> weir_state::Result<()> {
+    fn append_list(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        payload: &[u8],
+    ) -> weir_state::Result<()> {
         let row = self.row(state, Access::List, key)?;
         Self::check_list_payload(payload)?;
         let overlay = self.overlay_mut(state)?;
@@ -420,7 +484,12 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         Ok(())
     }
 
-    fn replace_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> weir_state::Result<()> {
+    fn replace_list(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        payload: &[u8],
+    ) -> weir_state::Result<()> {
         let row = self.row(state, Access::List, key)?;
         Self::check_list_payload(payload)?;
         let overlay = self.overlay_mut(state)?;
@@ -444,14 +513,25 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         Ok(self.read_row(state, &row, Some(&row[..prefix_len]))?)
     }
 
-    fn map_put(&mut self, state: StateId, key: StateKey<'_>, user_key: &[u8], value: &[u8]) -> weir_state::Result<()> {
+    fn map_put(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        user_key: &[u8],
+        value: &[u8],
+    ) -> weir_state::Result<()> {
         let mut row = self.row(state, Access::Map, key)?;
         row.extend_from_slice(user_key);
         self.overlay_mut(state)?.put(row, value.to_vec());
         Ok(())
     }
 
-    fn map_remove(&mut self, state: StateId, key: StateKey<'_>, user_key: &[u8]) -> weir_state::Result<()> {
+    fn map_remove(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        user_key: &[u8],
+    ) -> weir_state::Result<()> {
         let mut row = self.row(state, Access::Map, key)?;
         row.extend_from_slice(user_key);
         self.overlay_mut(state)?.delete(row);

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use rocksdb::checkpoint::Checkpoint;
-use weir_types::{Epoch, KeyGroupRange, MaxParallelism, StateDescriptor};
 use weir_state::KeyedStateBackend;
+use weir_types::{Epoch, KeyGroupRange, MaxParallelism, StateDescriptor};
 
 use crate::backend::RocksDbKeyedStateBackend;
 use crate::error::{Result, RocksDbError};
@@ -58,16 +58,28 @@ impl NativeCheckpoint {
     /// The shared SST files that `previous`, an earlier checkpoint of the
     /// same database, does not have: what an incremental upload sends beside
     /// the private files.
-    pub fn new_shared_files<'a>(&'a self, previous: &'a NativeCheckpoint) -> impl Iterator<Item = &'a NativeFile> + 'a {
-        self.files
-            .iter()
-            .filter(|f| f.shared && !previous.files.iter().any(|p| p.shared && p.local_name == f.local_name))
+    pub fn new_shared_files<'a>(
+        &'a self,
+        previous: &'a NativeCheckpoint,
+    ) -> impl Iterator<Item = &'a NativeFile> + 'a {
+        self.files.iter().filter(|f| {
+            f.shared
+                && !previous
+                    .files
+                    .iter()
+                    .any(|p| p.shared && p.local_name == f.local_name)
+        })
     }
 
     /// Bytes an incremental upload after `previous` sends: new shared files
     /// plus every private file.
     pub fn incremental_bytes(&self, previous: &NativeCheckpoint) -> u64 {
-        let private: u64 = self.files.iter().filter(|f| !f.shared).map(|f| f.size).sum();
+        let private: u64 = self
+            .files
+            .iter()
+            .filter(|f| !f.shared)
+            .map(|f| f.size)
+            .sum();
         private + self.new_shared_files(previous).map(|f| f.size).sum::<u64>()
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use rocksdb::{ColumnFamilyDescriptor, DBWithThreadMode, IteratorMode, MultiThreaded, WriteBatch};
 use weir_state::StateId;
-use weir_types::{Epoch, KeyGroupRange, MaxParallelism, StateDescriptor, FORMAT_VERSION};
+use weir_types::{Epoch, FORMAT_VERSION, KeyGroupRange, MaxParallelism, StateDescriptor};
 
 use crate::error::{Result, RocksDbError};
 use crate::options::EngineOptions;
@@ -50,12 +50,14 @@ pub(crate) struct Meta {
 /// Opens (or creates) the database at `path` with every column family it has.
 pub(crate) fn open(path: &Path, options: &EngineOptions) -> Result<Db> {
     let names = existing_column_families(path, options)?;
-    Db::open_cf_descriptors(&options.db, path, descriptors(names, options)).map_err(RocksDbError::engine("open database"))
+    Db::open_cf_descriptors(&options.db, path, descriptors(names, options))
+        .map_err(RocksDbError::engine("open database"))
 }
 
 /// Opens an existing database at `path` for reading only.
 pub(crate) fn open_read_only(path: &Path, options: &EngineOptions) -> Result<Db> {
-    let names = Db::list_cf(&options.db, path).map_err(RocksDbError::engine("list column families"))?;
+    let names =
+        Db::list_cf(&options.db, path).map_err(RocksDbError::engine("list column families"))?;
     Db::open_cf_descriptors_read_only(&options.db, path, descriptors(names, options), false)
         .map_err(RocksDbError::engine("open checkpoint read-only"))
 }
@@ -72,7 +74,11 @@ fn descriptors(names: Vec<String>, options: &EngineOptions) -> Vec<ColumnFamilyD
         .into_iter()
         .filter(|name| name != rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
         .map(|name| {
-            let opts = if name == META_CF { &options.meta } else { &options.state };
+            let opts = if name == META_CF {
+                &options.meta
+            } else {
+                &options.state
+            };
             ColumnFamilyDescriptor::new(name, opts.clone())
         })
         .collect()
@@ -80,8 +86,13 @@ fn descriptors(names: Vec<String>, options: &EngineOptions) -> Vec<ColumnFamilyD
 
 /// Reads the metadata; `None` for a database Weir never initialized.
 pub(crate) fn read_meta(db: &Db, path: &Path) -> Result<Option<Meta>> {
-    let cf = db.cf_handle(META_CF).ok_or_else(|| corrupt(path, "metadata column family"))?;
-    let get = |key: &[u8]| db.get_cf(&cf, key).map_err(RocksDbError::engine("read metadata"));
+    let cf = db
+        .cf_handle(META_CF)
+        .ok_or_else(|| corrupt(path, "metadata column family"))?;
+    let get = |key: &[u8]| {
+        db.get_cf(&cf, key)
+            .map_err(RocksDbError::engine("read metadata"))
+    };
     let Some(format) = get(FORMAT_KEY)? else {
         return Ok(None);
     };
@@ -101,11 +112,17 @@ pub(crate) fn read_meta(db: &Db, path: &Path) -> Result<Option<Meta>> {
         .and_then(|v| fixed::<8>(&v))
         .and_then(|v| {
             let (start, end) = v.split_at(4);
-            KeyGroupRange::new(u32::from_be_bytes(fixed(start)?), u32::from_be_bytes(fixed(end)?)).ok()
+            KeyGroupRange::new(
+                u32::from_be_bytes(fixed(start)?),
+                u32::from_be_bytes(fixed(end)?),
+            )
+            .ok()
         })
         .ok_or_else(|| corrupt(path, "key-group range"))?;
     let last_final = match get(LAST_FINAL_KEY)? {
-        Some(v) => Some(Epoch(u64::from_be_bytes(fixed(&v).ok_or_else(|| corrupt(path, "last final epoch"))?))),
+        Some(v) => Some(Epoch(u64::from_be_bytes(
+            fixed(&v).ok_or_else(|| corrupt(path, "last final epoch"))?,
+        ))),
         None => None,
     };
     let mut descriptors = Vec::new();
@@ -116,7 +133,8 @@ pub(crate) fn read_meta(db: &Db, path: &Path) -> Result<Option<Meta>> {
             break;
         };
         let id = fixed(id).map(u32::from_be_bytes);
-        if id != Some(u32::try_from(descriptors.len()).expect("invariant: fewer than 2^32 states")) {
+        if id != Some(u32::try_from(descriptors.len()).expect("invariant: fewer than 2^32 states"))
+        {
             return Err(corrupt(path, "state ids"));
         }
         let descriptor = serde_json::from_slice::<StateDescriptor>(&value)
@@ -134,7 +152,12 @@ pub(crate) fn read_meta(db: &Db, path: &Path) -> Result<Option<Meta>> {
 }
 
 /// Adds the fixed records (format, max parallelism, key-group range) to `batch`.
-pub(crate) fn put_header(db: &Db, batch: &mut WriteBatch, max: MaxParallelism, range: KeyGroupRange) {
+pub(crate) fn put_header(
+    db: &Db,
+    batch: &mut WriteBatch,
+    max: MaxParallelism,
+    range: KeyGroupRange,
+) {
     let cf = meta_cf(db);
     batch.put_cf(&cf, FORMAT_KEY, FORMAT_VERSION.to_be_bytes());
     batch.put_cf(&cf, MAX_PARALLELISM_KEY, max.get().to_be_bytes());
@@ -149,7 +172,12 @@ pub(crate) fn put_last_final(db: &Db, batch: &mut WriteBatch, epoch: Epoch) {
 }
 
 /// Adds a state's descriptor to `batch`.
-pub(crate) fn put_descriptor(db: &Db, batch: &mut WriteBatch, id: StateId, descriptor: &StateDescriptor) {
+pub(crate) fn put_descriptor(
+    db: &Db,
+    batch: &mut WriteBatch,
+    id: StateId,
+    descriptor: &StateDescriptor,
+) {
     let mut key = STATE_PREFIX.to_vec();
     key.extend_from_slice(&id.0.to_be_bytes());
     let json = serde_json::to_vec(descriptor).expect("invariant: descriptors serialize to json");
@@ -157,7 +185,8 @@ pub(crate) fn put_descriptor(db: &Db, batch: &mut WriteBatch, id: StateId, descr
 }
 
 fn meta_cf(db: &Db) -> std::sync::Arc<rocksdb::BoundColumnFamily<'_>> {
-    db.cf_handle(META_CF).expect("invariant: open() creates the metadata column family")
+    db.cf_handle(META_CF)
+        .expect("invariant: open() creates the metadata column family")
 }
 
 fn fixed<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {

@@ -102,7 +102,10 @@ impl RocksDbError {
     }
 
     /// Wraps an I/O error with the operation and path.
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| RocksDbError::Io { op, path, source }
     }

@@ -69,7 +69,11 @@ impl FrozenKeyedState for RocksDbFrozenState {
         self.max_parallelism
     }
 
-    fn for_each_entry(&self, key_group: KeyGroup, visit: &mut dyn FnMut(StateEntry<'_>) -> Result<()>) -> Result<()> {
+    fn for_each_entry(
+        &self,
+        key_group: KeyGroup,
+        visit: &mut dyn FnMut(StateEntry<'_>) -> Result<()>,
+    ) -> Result<()> {
         if !self.key_group_range.contains(key_group) {
             return Err(StateError::KeyGroupOutOfRange {
                 key_group,
@@ -77,8 +81,11 @@ impl FrozenKeyedState for RocksDbFrozenState {
             });
         }
         self.snapshot.with_dependent(|db, snapshot| {
-            for (index, (descriptor, cf_name)) in self.descriptors.iter().zip(&self.cf_names).enumerate() {
-                let state = StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
+            for (index, (descriptor, cf_name)) in
+                self.descriptors.iter().zip(&self.cf_names).enumerate()
+            {
+                let state =
+                    StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
                 let cf = db.cf_handle(cf_name).ok_or_else(|| StateError::Storage {
                     message: format!("column family {cf_name} is missing"),
                 })?;
@@ -90,16 +97,20 @@ impl FrozenKeyedState for RocksDbFrozenState {
                 let mut rows = snapshot.raw_iterator_cf_opt(&cf, read_options);
                 rows.seek_to_first();
                 while let (Some(row), Some(value)) = (rows.key(), rows.value()) {
-                    let decoded = decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
+                    let decoded =
+                        decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
                     let payload = match descriptor.kind {
                         StateKind::Map => EntryPayload::MapEntry {
                             user_key: decoded.user_key,
                             value,
                         },
                         StateKind::List => EntryPayload::List(value),
-                        StateKind::Value | StateKind::Reducing | StateKind::Aggregating => EntryPayload::Value(value),
+                        StateKind::Value | StateKind::Reducing | StateKind::Aggregating => {
+                            EntryPayload::Value(value)
+                        }
                     };
-                    let empty_list = matches!(payload, EntryPayload::List(items) if items.is_empty());
+                    let empty_list =
+                        matches!(payload, EntryPayload::List(items) if items.is_empty());
                     if !empty_list {
                         visit(StateEntry {
                             state,

@@ -9,7 +9,7 @@
 //! This module only encodes and decodes; it does not touch RocksDB.
 
 use weir_state::StateKey;
-use weir_types::{read_varint, write_varint, KeyGroup};
+use weir_types::{KeyGroup, read_varint, write_varint};
 
 /// Writes the row key of `key` into `out` (cleared first).
 pub(crate) fn row_key(key: StateKey<'_>, out: &mut Vec<u8>) {

@@ -8,7 +8,9 @@
 
 use std::path::PathBuf;
 
-use rocksdb::{BlockBasedOptions, Cache, DBCompactionStyle, DBCompressionType, LogLevel, MergeOperands};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompactionStyle, DBCompressionType, LogLevel, MergeOperands,
+};
 use weir_types::{KeyGroupRange, MaxParallelism};
 
 /// Flink's predefined option profiles (`PredefinedOptions`).
@@ -66,7 +68,11 @@ const DEFAULT_BLOCK_CACHE: usize = 64 << 20;
 
 impl RocksDbOptions {
     /// Options with the [`PredefinedOptions::Default`] profile and no overrides.
-    pub fn new(path: impl Into<PathBuf>, max_parallelism: MaxParallelism, key_group_range: KeyGroupRange) -> Self {
+    pub fn new(
+        path: impl Into<PathBuf>,
+        max_parallelism: MaxParallelism,
+        key_group_range: KeyGroupRange,
+    ) -> Self {
         Self {
             path: path.into(),
             max_parallelism,
@@ -88,7 +94,8 @@ impl RocksDbOptions {
     pub(crate) fn build(&self) -> EngineOptions {
         let spinning = matches!(
             self.profile,
-            PredefinedOptions::SpinningDiskOptimized | PredefinedOptions::SpinningDiskOptimizedHighMem
+            PredefinedOptions::SpinningDiskOptimized
+                | PredefinedOptions::SpinningDiskOptimizedHighMem
         );
         let high_mem = self.profile == PredefinedOptions::SpinningDiskOptimizedHighMem;
 
@@ -105,9 +112,11 @@ impl RocksDbOptions {
         }
 
         let mut table = BlockBasedOptions::default();
-        let cache_size = self
-            .block_cache_size
-            .unwrap_or(if high_mem { 256 << 20 } else { DEFAULT_BLOCK_CACHE });
+        let cache_size = self.block_cache_size.unwrap_or(if high_mem {
+            256 << 20
+        } else {
+            DEFAULT_BLOCK_CACHE
+        });
         table.set_block_cache(&Cache::new_lru_cache(cache_size));
         if high_mem {
             table.set_block_size(128 << 10);

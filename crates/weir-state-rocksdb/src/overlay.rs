@@ -81,7 +81,10 @@ impl StateOverlay {
     }
 
     /// This epoch's writes to rows starting with `prefix`, in key order.
-    pub fn writes_under<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
+    pub fn writes_under<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
         self.writes
             .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(row, _)| row.starts_with(prefix))
@@ -90,7 +93,9 @@ impl StateOverlay {
 
     /// Every write, in key order.
     pub fn writes(&self) -> impl Iterator<Item = (&[u8], &Write)> {
-        self.writes.iter().map(|(row, write)| (row.as_slice(), write))
+        self.writes
+            .iter()
+            .map(|(row, write)| (row.as_slice(), write))
     }
 
     /// Every cleared prefix.

@@ -15,7 +15,7 @@ use weir_state::{KeyedStateBackend, StateId};
 use weir_types::KeyGroupRange;
 
 use crate::backend::RocksDbKeyedStateBackend;
-use crate::database::{self, state_cf_name, Db, Meta};
+use crate::database::{self, Db, Meta, state_cf_name};
 use crate::error::{Result, RocksDbError};
 use crate::key::key_group_bound;
 use crate::options::RocksDbOptions;
@@ -47,10 +47,11 @@ impl RocksDbKeyedStateBackend {
         let mut sources = Vec::with_capacity(dirs.len());
         for dir in dirs {
             let db = database::open_read_only(dir, &engine)?;
-            let meta = database::read_meta(&db, dir)?.ok_or_else(|| RocksDbError::CorruptMetadata {
-                path: dir.clone(),
-                what: "weir metadata",
-            })?;
+            let meta =
+                database::read_meta(&db, dir)?.ok_or_else(|| RocksDbError::CorruptMetadata {
+                    path: dir.clone(),
+                    what: "weir metadata",
+                })?;
             if meta.max_parallelism != options.max_parallelism {
                 return Err(RocksDbError::MaxParallelismMismatch {
                     path: dir.clone(),
@@ -77,22 +78,31 @@ impl RocksDbKeyedStateBackend {
         link_or_copy_dir(primary_dir, &options.path)?;
 
         let db = database::open(&options.path, &engine)?;
-        let mut meta = database::read_meta(&db, &options.path)?.ok_or_else(|| RocksDbError::CorruptMetadata {
-            path: options.path.clone(),
-            what: "weir metadata",
+        let mut meta = database::read_meta(&db, &options.path)?.ok_or_else(|| {
+            RocksDbError::CorruptMetadata {
+                path: options.path.clone(),
+                what: "weir metadata",
+            }
         })?;
         let mut batch = WriteBatch::default();
         for index in 0..meta.descriptors.len() {
             let id = StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
-            let cf = db.cf_handle(&state_cf_name(id)).ok_or_else(|| RocksDbError::CorruptMetadata {
-                path: options.path.clone(),
-                what: "column family of a registered state",
-            })?;
+            let cf =
+                db.cf_handle(&state_cf_name(id))
+                    .ok_or_else(|| RocksDbError::CorruptMetadata {
+                        path: options.path.clone(),
+                        what: "column family of a registered state",
+                    })?;
             batch.delete_range_cf(&cf, &[][..], key_group_bound(target.start()).as_slice());
-            batch.delete_range_cf(&cf, key_group_bound(target.end()).as_slice(), AFTER_ALL_ROWS);
+            batch.delete_range_cf(
+                &cf,
+                key_group_bound(target.end()).as_slice(),
+                AFTER_ALL_ROWS,
+            );
         }
         database::put_header(&db, &mut batch, options.max_parallelism, target);
-        db.write(batch).map_err(RocksDbError::engine("drop key groups outside the range"))?;
+        db.write(batch)
+            .map_err(RocksDbError::engine("drop key groups outside the range"))?;
         meta.key_group_range = target;
 
         let mut backend = Self::from_db(db, options.path, engine, meta)?;
@@ -104,13 +114,17 @@ impl RocksDbKeyedStateBackend {
 
     /// Copies the entries of this backend's key groups that `source` holds.
     fn copy_range_from(&mut self, source: &Source<'_>) -> Result<()> {
-        let range: KeyGroupRange = source.meta.key_group_range.intersect(self.key_group_range());
+        let range: KeyGroupRange = source
+            .meta
+            .key_group_range
+            .intersect(self.key_group_range());
         for (index, descriptor) in source.meta.descriptors.iter().enumerate() {
             let target = self.register_state(descriptor)?;
             if range.is_empty() {
                 continue;
             }
-            let source_id = StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
+            let source_id =
+                StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
             let source_cf = source
                 .db
                 .cf_handle(&state_cf_name(source_id))
@@ -132,7 +146,8 @@ impl RocksDbKeyedStateBackend {
                 }
                 rows.next();
             }
-            rows.status().map_err(RocksDbError::engine("read checkpoint"))?;
+            rows.status()
+                .map_err(RocksDbError::engine("read checkpoint"))?;
             self.write_base(batch)?;
         }
         Ok(())
@@ -141,7 +156,9 @@ impl RocksDbKeyedStateBackend {
 
 fn check_empty_target(path: &Path) -> Result<()> {
     match std::fs::read_dir(path) {
-        Ok(mut entries) if entries.next().is_some() => Err(RocksDbError::TargetNotEmpty { path: path.to_owned() }),
+        Ok(mut entries) if entries.next().is_some() => Err(RocksDbError::TargetNotEmpty {
+            path: path.to_owned(),
+        }),
         Ok(_) => Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(err) => Err(RocksDbError::io("list", path)(err)),
@@ -155,11 +172,16 @@ fn link_or_copy_dir(from: &Path, to: &Path) -> Result<()> {
     for entry in std::fs::read_dir(from).map_err(RocksDbError::io("list", from))? {
         let entry = entry.map_err(RocksDbError::io("list", from))?;
         let source = entry.path();
-        if !entry.file_type().map_err(RocksDbError::io("stat", &source))?.is_file() {
+        if !entry
+            .file_type()
+            .map_err(RocksDbError::io("stat", &source))?
+            .is_file()
+        {
             continue;
         }
         let dest = to.join(entry.file_name());
-        let linked = source.extension().is_some_and(|ext| ext == "sst") && std::fs::hard_link(&source, &dest).is_ok();
+        let linked = source.extension().is_some_and(|ext| ext == "sst")
+            && std::fs::hard_link(&source, &dest).is_ok();
         if !linked {
             std::fs::copy(&source, &dest).map_err(RocksDbError::io("copy", &source))?;
         }

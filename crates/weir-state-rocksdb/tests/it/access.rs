@@ -2,13 +2,17 @@
 
 use std::collections::BTreeMap;
 
-use weir_state::{list_items, KeyedStateBackend, StateError, StateKey};
-use weir_types::{Attempt, Epoch, KeyGroup, KeyGroupRange, StateDescriptor, StateKind, ValueType};
+use weir_state::{KeyedStateBackend, StateError, StateKey, list_items};
 use weir_state_rocksdb::RocksDbKeyedStateBackend;
+use weir_types::{Attempt, Epoch, KeyGroup, KeyGroupRange, StateDescriptor, StateKind, ValueType};
 
-use crate::fixture::{final_epoch, list, open, options, register_all, value, Key};
+use crate::fixture::{Key, final_epoch, list, open, options, register_all, value};
 
-fn map_entries(backend: &mut dyn KeyedStateBackend, state: weir_state::StateId, key: &Key) -> BTreeMap<Vec<u8>, Vec<u8>> {
+fn map_entries(
+    backend: &mut dyn KeyedStateBackend,
+    state: weir_state::StateId,
+    key: &Key,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut entries = BTreeMap::new();
     backend
         .map_for_each(state, key.state_key(), &mut |k, v| {
@@ -20,7 +24,11 @@ fn map_entries(backend: &mut dyn KeyedStateBackend, state: weir_state::StateId, 
 
 fn items(payload: Option<std::borrow::Cow<'_, [u8]>>) -> Vec<Vec<u8>> {
     payload
-        .map(|p| list_items(&p).map(|i| i.expect("well formed").to_vec()).collect())
+        .map(|p| {
+            list_items(&p)
+                .map(|i| i.expect("well formed").to_vec())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -37,7 +45,9 @@ fn value_state_put_get_clear() {
     });
     assert_eq!(value(&mut b, s.value, &k).as_deref(), Some(&b"one"[..]));
     assert_eq!(value(&mut b, s.reducing, &k).as_deref(), Some(&b"sum"[..]));
-    final_epoch(&mut b, 2, |b| b.clear(s.value, k.state_key()).expect("clear"));
+    final_epoch(&mut b, 2, |b| {
+        b.clear(s.value, k.state_key()).expect("clear")
+    });
     assert_eq!(value(&mut b, s.value, &k), None);
     assert_eq!(value(&mut b, s.reducing, &k).as_deref(), Some(&b"sum"[..]));
 }
@@ -56,8 +66,14 @@ fn namespaces_are_separate_entries() {
         b.put_value(s.value, in_ns(b"w1"), b"a").expect("put");
         b.put_value(s.value, in_ns(b"w2"), b"b").expect("put");
     });
-    assert_eq!(b.get_value(s.value, in_ns(b"w1")).expect("get").as_deref(), Some(&b"a"[..]));
-    assert_eq!(b.get_value(s.value, in_ns(b"w2")).expect("get").as_deref(), Some(&b"b"[..]));
+    assert_eq!(
+        b.get_value(s.value, in_ns(b"w1")).expect("get").as_deref(),
+        Some(&b"a"[..])
+    );
+    assert_eq!(
+        b.get_value(s.value, in_ns(b"w2")).expect("get").as_deref(),
+        Some(&b"b"[..])
+    );
     assert_eq!(value(&mut b, s.value, &k), None);
 }
 
@@ -68,20 +84,33 @@ fn list_append_spans_epochs_and_the_database() {
     let s = register_all(&mut b);
     let k = Key::new(3);
     final_epoch(&mut b, 1, |b| {
-        b.append_list(s.list, k.state_key(), &list(&[b"a"])).expect("append");
-        b.append_list(s.list, k.state_key(), &list(&[b"b", b"c"])).expect("append");
+        b.append_list(s.list, k.state_key(), &list(&[b"a"]))
+            .expect("append");
+        b.append_list(s.list, k.state_key(), &list(&[b"b", b"c"]))
+            .expect("append");
     });
     b.begin_epoch(Epoch(2), Attempt(0)).expect("begin");
-    b.append_list(s.list, k.state_key(), &list(&[b"d"])).expect("append");
+    b.append_list(s.list, k.state_key(), &list(&[b"d"]))
+        .expect("append");
     b.commit_epoch(Epoch(2), Attempt(0)).expect("commit");
     b.begin_epoch(Epoch(3), Attempt(0)).expect("begin");
-    b.append_list(s.list, k.state_key(), &list(&[b"e"])).expect("append");
+    b.append_list(s.list, k.state_key(), &list(&[b"e"]))
+        .expect("append");
     // Base (merged a, b, c) + epoch 2 + epoch 3, in order.
-    let expected: Vec<Vec<u8>> = ["a", "b", "c", "d", "e"].iter().map(|s| s.as_bytes().to_vec()).collect();
-    assert_eq!(items(b.get_list(s.list, k.state_key()).expect("get")), expected);
+    let expected: Vec<Vec<u8>> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    assert_eq!(
+        items(b.get_list(s.list, k.state_key()).expect("get")),
+        expected
+    );
     b.commit_epoch(Epoch(3), Attempt(0)).expect("commit");
     b.finalize_up_to(Epoch(3)).expect("finalize");
-    assert_eq!(items(b.get_list(s.list, k.state_key()).expect("get")), expected);
+    assert_eq!(
+        items(b.get_list(s.list, k.state_key()).expect("get")),
+        expected
+    );
 }
 
 #[test]
@@ -90,16 +119,27 @@ fn list_replace_and_clear() {
     let mut b = open(dir.path());
     let s = register_all(&mut b);
     let k = Key::new(4);
-    final_epoch(&mut b, 1, |b| b.append_list(s.list, k.state_key(), &list(&[b"x"])).expect("append"));
-    final_epoch(&mut b, 2, |b| {
-        b.replace_list(s.list, k.state_key(), &list(&[b"y"])).expect("replace");
-        b.append_list(s.list, k.state_key(), &list(&[b"z"])).expect("append");
+    final_epoch(&mut b, 1, |b| {
+        b.append_list(s.list, k.state_key(), &list(&[b"x"]))
+            .expect("append")
     });
-    assert_eq!(items(b.get_list(s.list, k.state_key()).expect("get")), vec![b"y".to_vec(), b"z".to_vec()]);
-    final_epoch(&mut b, 3, |b| b.replace_list(s.list, k.state_key(), &[]).expect("replace"));
+    final_epoch(&mut b, 2, |b| {
+        b.replace_list(s.list, k.state_key(), &list(&[b"y"]))
+            .expect("replace");
+        b.append_list(s.list, k.state_key(), &list(&[b"z"]))
+            .expect("append");
+    });
+    assert_eq!(
+        items(b.get_list(s.list, k.state_key()).expect("get")),
+        vec![b"y".to_vec(), b"z".to_vec()]
+    );
+    final_epoch(&mut b, 3, |b| {
+        b.replace_list(s.list, k.state_key(), &[]).expect("replace")
+    });
     assert!(b.get_list(s.list, k.state_key()).expect("get").is_none());
     final_epoch(&mut b, 4, |b| {
-        b.append_list(s.list, k.state_key(), &list(&[b"q"])).expect("append");
+        b.append_list(s.list, k.state_key(), &list(&[b"q"]))
+            .expect("append");
         b.clear(s.list, k.state_key()).expect("clear");
     });
     assert!(b.get_list(s.list, k.state_key()).expect("get").is_none());
@@ -111,7 +151,9 @@ fn corrupt_list_payload_is_rejected() {
     let mut b = open(dir.path());
     let s = register_all(&mut b);
     b.begin_epoch(Epoch(1), Attempt(0)).expect("begin");
-    let err = b.append_list(s.list, Key::new(5).state_key(), &[9, 1]).expect_err("corrupt");
+    let err = b
+        .append_list(s.list, Key::new(5).state_key(), &[9, 1])
+        .expect_err("corrupt");
     assert!(matches!(err, StateError::Corrupt { .. }));
 }
 
@@ -126,19 +168,29 @@ fn map_put_get_remove_iterate_and_clear_across_layers() {
         for (uk, v) in [(&b"a"[..], &b"1"[..]), (b"b", b"2"), (b"c", b"3")] {
             b.map_put(s.map, k.state_key(), uk, v).expect("put");
         }
-        b.map_put(s.map, other.state_key(), b"a", b"other").expect("put");
+        b.map_put(s.map, other.state_key(), b"a", b"other")
+            .expect("put");
     });
     b.begin_epoch(Epoch(2), Attempt(0)).expect("begin");
     b.map_remove(s.map, k.state_key(), b"b").expect("remove");
     b.map_put(s.map, k.state_key(), b"c", b"30").expect("put");
     b.map_put(s.map, k.state_key(), b"d", b"4").expect("put");
-    let expected: BTreeMap<Vec<u8>, Vec<u8>> = [(b"a", b"1".to_vec()), (b"c", b"30".to_vec()), (b"d", b"4".to_vec())]
-        .into_iter()
-        .map(|(k, v)| (k.to_vec(), v))
-        .collect();
+    let expected: BTreeMap<Vec<u8>, Vec<u8>> = [
+        (b"a", b"1".to_vec()),
+        (b"c", b"30".to_vec()),
+        (b"d", b"4".to_vec()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_vec(), v))
+    .collect();
     assert_eq!(map_entries(&mut b, s.map, &k), expected);
     assert_eq!(b.map_get(s.map, k.state_key(), b"b").expect("get"), None);
-    assert_eq!(b.map_get(s.map, k.state_key(), b"a").expect("get").as_deref(), Some(&b"1"[..]));
+    assert_eq!(
+        b.map_get(s.map, k.state_key(), b"a")
+            .expect("get")
+            .as_deref(),
+        Some(&b"1"[..])
+    );
     b.commit_epoch(Epoch(2), Attempt(0)).expect("commit");
     b.finalize_up_to(Epoch(2)).expect("finalize");
     assert_eq!(map_entries(&mut b, s.map, &k), expected);
@@ -149,13 +201,19 @@ fn map_put_get_remove_iterate_and_clear_across_layers() {
     b.map_put(s.map, k.state_key(), b"z", b"26").expect("put");
     b.commit_epoch(Epoch(3), Attempt(0)).expect("commit");
     b.begin_epoch(Epoch(4), Attempt(0)).expect("begin");
-    let only_z: BTreeMap<Vec<u8>, Vec<u8>> = [(b"z".to_vec(), b"26".to_vec())].into_iter().collect();
+    let only_z: BTreeMap<Vec<u8>, Vec<u8>> =
+        [(b"z".to_vec(), b"26".to_vec())].into_iter().collect();
     assert_eq!(map_entries(&mut b, s.map, &k), only_z);
     assert_eq!(b.map_get(s.map, k.state_key(), b"a").expect("get"), None);
     b.commit_epoch(Epoch(4), Attempt(0)).expect("commit");
     b.finalize_up_to(Epoch(4)).expect("finalize");
     assert_eq!(map_entries(&mut b, s.map, &k), only_z);
-    assert_eq!(b.map_get(s.map, other.state_key(), b"a").expect("get").as_deref(), Some(&b"other"[..]));
+    assert_eq!(
+        b.map_get(s.map, other.state_key(), b"a")
+            .expect("get")
+            .as_deref(),
+        Some(&b"other"[..])
+    );
 }
 
 #[test]
@@ -168,10 +226,20 @@ fn wrong_kind_unknown_state_and_foreign_key_group_are_errors() {
     let inside = StateKey::new(KeyGroup(3), b"k");
     assert!(matches!(
         b.get_list(s.value, inside),
-        Err(StateError::WrongKind { expected: "list", actual: StateKind::Value, .. })
+        Err(StateError::WrongKind {
+            expected: "list",
+            actual: StateKind::Value,
+            ..
+        })
     ));
-    assert!(matches!(b.map_put(s.list, inside, b"u", b"v"), Err(StateError::WrongKind { .. })));
-    assert!(matches!(b.get_value(weir_state::StateId(99), inside), Err(StateError::UnknownState(_))));
+    assert!(matches!(
+        b.map_put(s.list, inside, b"u", b"v"),
+        Err(StateError::WrongKind { .. })
+    ));
+    assert!(matches!(
+        b.get_value(weir_state::StateId(99), inside),
+        Err(StateError::UnknownState(_))
+    ));
     assert!(matches!(
         b.put_value(s.value, StateKey::new(KeyGroup(8), b"k"), b"v"),
         Err(StateError::KeyGroupOutOfRange { .. })
@@ -197,7 +265,10 @@ fn registering_again_returns_the_id_and_a_changed_descriptor_is_an_error() {
     let same = StateDescriptor::new("value", StateKind::Value, ValueType::Int64).expect("valid");
     assert_eq!(b.register_state(&same).expect("same"), s.value);
     let changed = StateDescriptor::new("value", StateKind::Value, ValueType::Utf8).expect("valid");
-    assert!(matches!(b.register_state(&changed), Err(StateError::DuplicateState { .. })));
+    assert!(matches!(
+        b.register_state(&changed),
+        Err(StateError::DuplicateState { .. })
+    ));
 }
 
 #[test]
@@ -209,7 +280,8 @@ fn reopen_keeps_states_data_and_last_final_epoch() {
         let s = register_all(&mut b);
         final_epoch(&mut b, 5, |b| {
             b.put_value(s.value, k.state_key(), b"kept").expect("put");
-            b.append_list(s.list, k.state_key(), &list(&[b"l"])).expect("append");
+            b.append_list(s.list, k.state_key(), &list(&[b"l"]))
+                .expect("append");
         });
         // An open, uncommitted epoch is not part of the base and is lost.
         b.begin_epoch(Epoch(6), Attempt(0)).expect("begin");
@@ -220,8 +292,14 @@ fn reopen_keeps_states_data_and_last_final_epoch() {
     assert_eq!(b.last_final_epoch(), Some(Epoch(5)));
     let s = register_all(&mut b);
     assert_eq!(value(&mut b, s.value, &k).as_deref(), Some(&b"kept"[..]));
-    assert_eq!(items(b.get_list(s.list, k.state_key()).expect("get")), vec![b"l".to_vec()]);
-    assert!(matches!(b.begin_epoch(Epoch(5), Attempt(1)), Err(StateError::EpochAlreadyFinal { .. })));
+    assert_eq!(
+        items(b.get_list(s.list, k.state_key()).expect("get")),
+        vec![b"l".to_vec()]
+    );
+    assert!(matches!(
+        b.begin_epoch(Epoch(5), Attempt(1)),
+        Err(StateError::EpochAlreadyFinal { .. })
+    ));
 }
 
 #[test]
@@ -234,7 +312,8 @@ fn reopen_with_another_range_or_max_parallelism_is_refused() {
         Err(weir_state_rocksdb::RocksDbError::KeyGroupRangeMismatch { .. })
     ));
     let other_max = weir_types::MaxParallelism::new(32).expect("valid");
-    let opts = weir_state_rocksdb::RocksDbOptions::new(dir.path(), other_max, other_max.full_range());
+    let opts =
+        weir_state_rocksdb::RocksDbOptions::new(dir.path(), other_max, other_max.full_range());
     assert!(matches!(
         RocksDbKeyedStateBackend::open(opts),
         Err(weir_state_rocksdb::RocksDbError::MaxParallelismMismatch { .. })

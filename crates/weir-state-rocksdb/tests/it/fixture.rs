@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
-use weir_state::{push_list_item, KeyedStateBackend, StateId, StateKey};
+use weir_state::{KeyedStateBackend, StateId, StateKey, push_list_item};
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_types::{
-    encode_key, key_group_of, Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, Value,
-    ValueType,
+    Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, Value, ValueType,
+    encode_key, key_group_of,
 };
 
 pub const MAX: u32 = 16;
@@ -34,12 +34,20 @@ pub struct States {
 pub fn register_all(backend: &mut impl KeyedStateBackend) -> States {
     let d = |name: &str, kind| StateDescriptor::new(name, kind, ValueType::Int64).expect("valid");
     States {
-        value: backend.register_state(&d("value", StateKind::Value)).expect("register"),
-        list: backend.register_state(&d("list", StateKind::List)).expect("register"),
-        map: backend
-            .register_state(&StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("valid"))
+        value: backend
+            .register_state(&d("value", StateKind::Value))
             .expect("register"),
-        reducing: backend.register_state(&d("sum", StateKind::Reducing)).expect("register"),
+        list: backend
+            .register_state(&d("list", StateKind::List))
+            .expect("register"),
+        map: backend
+            .register_state(
+                &StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("valid"),
+            )
+            .expect("register"),
+        reducing: backend
+            .register_state(&d("sum", StateKind::Reducing))
+            .expect("register"),
     }
 }
 
@@ -74,7 +82,11 @@ pub fn list(items: &[&[u8]]) -> Vec<u8> {
 }
 
 /// Runs `work` as epoch `e` (attempt 0) and makes it final.
-pub fn final_epoch(backend: &mut impl KeyedStateBackend, e: u64, work: impl FnOnce(&mut dyn KeyedStateBackend)) {
+pub fn final_epoch(
+    backend: &mut impl KeyedStateBackend,
+    e: u64,
+    work: impl FnOnce(&mut dyn KeyedStateBackend),
+) {
     backend.begin_epoch(Epoch(e), Attempt(0)).expect("begin");
     work(&mut *backend as &mut dyn KeyedStateBackend);
     backend.commit_epoch(Epoch(e), Attempt(0)).expect("commit");
@@ -82,5 +94,8 @@ pub fn final_epoch(backend: &mut impl KeyedStateBackend, e: u64, work: impl FnOn
 }
 
 pub fn value(backend: &mut dyn KeyedStateBackend, state: StateId, key: &Key) -> Option<Vec<u8>> {
-    backend.get_value(state, key.state_key()).expect("get").map(|v| v.into_owned())
+    backend
+        .get_value(state, key.state_key())
+        .expect("get")
+        .map(|v| v.into_owned())
 }

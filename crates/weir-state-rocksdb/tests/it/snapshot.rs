@@ -7,7 +7,7 @@ use weir_state::{EntryPayload, FrozenKeyedState, KeyedStateBackend, StateError};
 use weir_state_rocksdb::RocksDbKeyedStateBackend;
 use weir_types::{Attempt, Epoch, KeyGroupRange};
 
-use crate::fixture::{final_epoch, list, open, options, register_all, value, Key};
+use crate::fixture::{Key, final_epoch, list, open, options, register_all, value};
 
 /// Every entry of a view, rendered so views can be compared.
 fn dump(frozen: &dyn FrozenKeyedState) -> BTreeSet<String> {
@@ -17,7 +17,10 @@ fn dump(frozen: &dyn FrozenKeyedState) -> BTreeSet<String> {
             .for_each_entry(kg, &mut |e| {
                 assert_eq!(e.key_group, kg);
                 let name = &frozen.descriptors()[e.state.0 as usize].name;
-                out.insert(format!("{name} {} {:?} {:?} {:?}", e.key_group, e.key, e.namespace, e.payload));
+                out.insert(format!(
+                    "{name} {} {:?} {:?} {:?}",
+                    e.key_group, e.key, e.namespace, e.payload
+                ));
                 Ok(())
             })
             .expect("scan");
@@ -30,7 +33,8 @@ fn fill(b: &mut RocksDbKeyedStateBackend, keys: std::ops::Range<i64>, tag: &[u8]
     for i in keys {
         let k = Key::new(i);
         b.put_value(s.value, k.state_key(), tag).expect("put");
-        b.append_list(s.list, k.state_key(), &list(&[tag])).expect("append");
+        b.append_list(s.list, k.state_key(), &list(&[tag]))
+            .expect("append");
         b.map_put(s.map, k.state_key(), b"u", tag).expect("put");
     }
 }
@@ -54,7 +58,8 @@ fn later_writes_never_show_through_a_snapshot() {
     b.commit_epoch(Epoch(2), Attempt(0)).expect("commit");
     b.finalize_up_to(Epoch(2)).expect("finalize");
     // Flushes and compactions must not change the view either.
-    b.native_checkpoint(&dir.path().join("chk")).expect("checkpoint");
+    b.native_checkpoint(&dir.path().join("chk"))
+        .expect("checkpoint");
     assert_eq!(dump(frozen.as_ref()), before);
     // The view outlives the backend (it owns the database handle).
     drop(b);
@@ -66,7 +71,10 @@ fn snapshot_needs_every_epoch_final() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut b = open(dir.path());
     b.begin_epoch(Epoch(1), Attempt(0)).expect("begin");
-    assert!(matches!(b.snapshot_sync(), Err(StateError::EpochsNotFinal { .. })));
+    assert!(matches!(
+        b.snapshot_sync(),
+        Err(StateError::EpochsNotFinal { .. })
+    ));
 }
 
 #[test]
@@ -81,7 +89,8 @@ fn snapshot_yields_canonical_entries_that_ingest_into_a_narrower_backend() {
     let frozen = b.snapshot_sync().expect("snapshot");
 
     let range = KeyGroupRange::new(4, 9).expect("valid");
-    let mut narrow = RocksDbKeyedStateBackend::open(options(&dir.path().join("narrow"), range)).expect("open");
+    let mut narrow =
+        RocksDbKeyedStateBackend::open(options(&dir.path().join("narrow"), range)).expect("open");
     let s = register_all(&mut narrow);
     let mut ingested = 0;
     for kg in range.iter() {
@@ -99,8 +108,20 @@ fn snapshot_yields_canonical_entries_that_ingest_into_a_narrower_backend() {
         let expected = range.contains(k.key_group).then(|| b"v".to_vec());
         if expected.is_some() {
             assert_eq!(value(&mut narrow, s.value, &k), expected);
-            assert_eq!(narrow.map_get(s.map, k.state_key(), b"u").expect("get").as_deref(), Some(&b"v"[..]));
-            assert_eq!(narrow.get_list(s.list, k.state_key()).expect("get").as_deref(), Some(&list(&[b"v"])[..]));
+            assert_eq!(
+                narrow
+                    .map_get(s.map, k.state_key(), b"u")
+                    .expect("get")
+                    .as_deref(),
+                Some(&b"v"[..])
+            );
+            assert_eq!(
+                narrow
+                    .get_list(s.list, k.state_key())
+                    .expect("get")
+                    .as_deref(),
+                Some(&list(&[b"v"])[..])
+            );
         }
     }
     let narrow_frozen = narrow.snapshot_sync().expect("snapshot");
