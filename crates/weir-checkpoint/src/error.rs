@@ -170,10 +170,12 @@ pub enum CheckpointError {
         found: JobId,
     },
     /// A checkpoint where a savepoint is required, or the reverse.
-    #[error("{checkpoint} is not a {expected:?}")]
+    #[error("{found} {checkpoint} is not a {expected}")]
     WrongKind {
         /// The checkpoint or savepoint number.
         checkpoint: CheckpointId,
+        /// The kind it is.
+        found: CheckpointKind,
         /// The kind required.
         expected: CheckpointKind,
     },

@@ -19,8 +19,8 @@ use crate::storage::{delete_paths, delete_tree, put_new};
 /// Copies completed checkpoint (or savepoint) `source` into a new savepoint
 /// directory under `savepoint_dir` and returns it opened.
 ///
-/// Every file is read back and verified against its handle before it is
-/// written; `_metadata` is written last and create-only, so an interrupted
+/// Every file is read back whole (one file in memory at a time) and verified
+/// against its handle before it is written; `_metadata` is written last and create-only, so an interrupted
 /// copy leaves a directory that does not open as a savepoint, and an
 /// existing savepoint is never overwritten.
 pub async fn create_savepoint(
@@ -69,6 +69,7 @@ pub async fn dispose_savepoint(location: &StorageLocation) -> Result<()> {
     if metadata.kind != CheckpointKind::Savepoint {
         return Err(CheckpointError::WrongKind {
             checkpoint: metadata.checkpoint_id,
+            found: metadata.kind,
             expected: CheckpointKind::Savepoint,
         });
     }

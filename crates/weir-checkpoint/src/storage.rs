@@ -118,6 +118,7 @@ impl CheckpointStorage {
         if metadata.kind != CheckpointKind::Checkpoint {
             return Err(CheckpointError::WrongKind {
                 checkpoint: metadata.checkpoint_id,
+                found: metadata.kind,
                 expected: CheckpointKind::Checkpoint,
             });
         }
@@ -224,12 +225,17 @@ impl CheckpointStorage {
 
     /// Deletes checkpoint `id`'s directory: its `_metadata` first, then
     /// every file under `chk-<id>/` (also those of a checkpoint that never
-    /// completed). Shared files are not touched; see [`Self::apply`].
+    /// completed, including files staged in memory for "jobmanager"
+    /// storage). Shared files are not touched; see [`Self::apply`].
     pub async fn discard(&self, id: CheckpointId) -> Result<()> {
         let metadata = layout::checkpoint_metadata(id);
         delete_paths(&self.job_dir, [metadata.as_str()]).await?;
-        let dir = self.job_dir.child(&layout::checkpoint_dir(id))?;
-        delete_tree(&dir).await
+        let dir = layout::checkpoint_dir(id);
+        delete_tree(&self.job_dir.child(&dir)?).await?;
+        if let Placement::Inline { staging, .. } = &self.placement {
+            delete_tree(&staging.child(&dir)?).await?;
+        }
+        Ok(())
     }
 
     /// Rebuilds retention after a restart from the completed checkpoints in

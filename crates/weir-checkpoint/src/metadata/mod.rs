@@ -33,6 +33,22 @@ pub enum CheckpointKind {
     Savepoint,
 }
 
+impl CheckpointKind {
+    /// The kind's name in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointKind::Checkpoint => "checkpoint",
+            CheckpointKind::Savepoint => "savepoint",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckpointKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Everything a restore needs: the content of one `_metadata` file.
 ///
 /// State file paths are relative to the job's checkpoint directory for

@@ -109,10 +109,13 @@ async fn savepoints_copy_shared_files_in_and_dispose_cleanly() {
         .await
         .expect("completes");
     let chk = checkpoints.child("orders/chk-8").expect("valid");
-    assert!(matches!(
-        dispose_savepoint(&chk).await,
-        Err(CheckpointError::WrongKind { .. })
-    ));
+    let err = dispose_savepoint(&chk).await.expect_err("not a savepoint");
+    assert!(matches!(err, CheckpointError::WrongKind { .. }));
+    assert_eq!(err.to_string(), "checkpoint 8 is not a savepoint");
+    assert!(
+        storage.open(CheckpointId(8)).await.is_ok(),
+        "the checkpoint is untouched"
+    );
 
     let sp_dir = savepoints.child("savepoint-orders-7").expect("valid");
     dispose_savepoint(&sp_dir).await.expect("disposes");

@@ -1,6 +1,8 @@
 //! Completing, finding and reading checkpoints on the local file system and
 //! in "jobmanager" (inline) storage.
 
+use futures::TryStreamExt;
+use object_store::ObjectStore;
 use weir_checkpoint::{
     CheckpointError, CheckpointStorage, StorageLocation, StorageOptions, layout,
 };
@@ -152,4 +154,15 @@ async fn jobmanager_storage_keeps_state_inline_up_to_its_limit() {
     ));
     assert!(err.to_string().contains("raise the limit"), "{err}");
     assert!(!dir.path().join("orders/chk-2").exists());
+
+    // Discarding the failed checkpoint frees its staged files.
+    tiny.discard(CheckpointId(2)).await.expect("discards");
+    let staged = tiny.state_storage();
+    let left: Vec<_> = staged
+        .store
+        .list(Some(&staged.root))
+        .try_collect()
+        .await
+        .expect("lists");
+    assert!(left.is_empty(), "{left:?}");
 }
