@@ -216,13 +216,10 @@ impl<S: MetadataSink> CoordinatorDriver<S> {
 
     /// Starts a savepoint beside any checkpoint in flight.
     pub async fn trigger_savepoint(&self) -> Result<CheckpointId> {
-        let now = self.shared.now();
-        let (id, effects) = self
-            .shared
-            .coordinator
-            .lock()
-            .await
-            .trigger_savepoint(now)?;
+        let (id, effects) = {
+            let mut coordinator = self.shared.coordinator.lock().await;
+            coordinator.trigger_savepoint(self.shared.now())?
+        };
         self.shared.dispatch(effects);
         Ok(id)
     }

@@ -51,8 +51,10 @@ pub(crate) async fn handle<S: MetadataSink>(
                 Ok(ack) => ack,
                 Err(response) => return response,
             };
-            let now = shared.now();
-            let (outcome, effects) = shared.coordinator.lock().await.on_ack(now, ack);
+            let (outcome, effects) = {
+                let mut coordinator = shared.coordinator.lock().await;
+                coordinator.on_ack(shared.now(), ack)
+            };
             shared.dispatch(effects);
             json(StatusCode::OK, &OutcomeBody { outcome })
         }
@@ -61,8 +63,10 @@ pub(crate) async fn handle<S: MetadataSink>(
                 Ok(decline) => decline,
                 Err(response) => return response,
             };
-            let now = shared.now();
-            let (outcome, effects) = shared.coordinator.lock().await.on_decline(now, decline);
+            let (outcome, effects) = {
+                let mut coordinator = shared.coordinator.lock().await;
+                coordinator.on_decline(shared.now(), decline)
+            };
             shared.dispatch(effects);
             json(StatusCode::OK, &OutcomeBody { outcome })
         }

@@ -27,6 +27,14 @@ pub struct Running {
 }
 
 pub async fn start(max_body_bytes: Option<usize>) -> Running {
+    start_with(max_body_bytes, None).await
+}
+
+/// Like [`start`], with savepoints going under `savepoint_dir`.
+pub async fn start_with(
+    max_body_bytes: Option<usize>,
+    savepoint_dir: Option<&std::path::Path>,
+) -> Running {
     let dir = tempfile::tempdir().expect("temp dir");
     let location = StorageLocation::parse(
         &dir.path().display().to_string(),
@@ -57,7 +65,11 @@ pub async fn start(max_body_bytes: Option<usize>) -> Running {
     if let Some(limit) = max_body_bytes {
         server.max_body_bytes = limit;
     }
-    let sink = StorageSink::new(storage.clone(), None);
+    let savepoints = savepoint_dir.map(|d| {
+        StorageLocation::parse(&d.display().to_string(), &StorageOptions::default())
+            .expect("local storage")
+    });
+    let sink = StorageSink::new(storage.clone(), savepoints);
     let (driver, events) = CoordinatorDriver::start(options, sink, server)
         .await
         .expect("starts");

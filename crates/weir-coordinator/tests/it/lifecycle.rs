@@ -7,7 +7,7 @@ use weir_checkpoint::CheckpointKind;
 use weir_checkpoint::coordinator::{AbortReason, CoordinatorEffect, EpochCut};
 use weir_types::{CheckpointId, Epoch, OperatorUid};
 
-use crate::client::{TOKEN, next_effect, request, start};
+use crate::client::{TOKEN, next_effect, request, start, start_with};
 
 fn ack(id: u64, subtask: u32) -> String {
     json!({
@@ -172,5 +172,75 @@ async fn a_decline_aborts_the_checkpoint_and_fails_the_job_without_tolerance() {
     .await;
     assert_eq!(body["status"], "failed");
     assert_eq!(body["failure"]["reason"], "declined");
+    job.driver.shutdown().await;
+}
+
+fn empty_ack(id: CheckpointId, subtask: u32) -> String {
+    json!({
+        "checkpoint_id": id.0, "uid": "avg", "subtask": subtask, "keyed": null, "operator_state": null,
+        "metrics": {"sync_millis": 0, "async_millis": 0, "state_size_bytes": 0, "persisted_bytes": 0}
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_savepoint_beside_a_checkpoint_lands_in_the_savepoint_directory() {
+    let savepoints = tempfile::tempdir().expect("temp dir");
+    let mut job = start_with(None, Some(savepoints.path())).await;
+    let addr = job.driver.local_addr();
+    let checkpoint = next_effect(&mut job.events, |e| match e {
+        CoordinatorEffect::Triggered {
+            id,
+            kind: CheckpointKind::Checkpoint,
+        } => Some(*id),
+        _ => None,
+    })
+    .await;
+    let savepoint = job.driver.trigger_savepoint().await.expect("running job");
+    job.driver.epoch_final(cut(1)).await;
+    job.driver.epoch_final(cut(2)).await;
+    for subtask in 0..2 {
+        let (_, body) = request(
+            addr,
+            Method::POST,
+            "/ack",
+            Some(TOKEN),
+            &empty_ack(savepoint, subtask),
+        )
+        .await;
+        assert_eq!(body["outcome"], "accepted");
+    }
+    let done = next_effect(&mut job.events, |e| match e {
+        CoordinatorEffect::NotifyComplete { id, kind, cut } => Some((*id, *kind, *cut)),
+        _ => None,
+    })
+    .await;
+    assert_eq!(done, (savepoint, CheckpointKind::Savepoint, Epoch(2)));
+    let job_id = weir_types::JobId::new("job").expect("valid");
+    let dir = savepoints
+        .path()
+        .join(weir_checkpoint::layout::savepoint_dir(&job_id, savepoint));
+    assert!(
+        dir.join("_metadata").is_file(),
+        "savepoint metadata in {}",
+        dir.display()
+    );
+    // The staging copy is gone and the checkpoint beside it is still running.
+    assert!(
+        job.storage
+            .latest_completed()
+            .await
+            .expect("readable")
+            .is_none()
+    );
+    let (_, body) = request(
+        addr,
+        Method::GET,
+        &format!("/checkpoints/{}", checkpoint.0),
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    assert_eq!(body["status"], "in_progress");
     job.driver.shutdown().await;
 }
