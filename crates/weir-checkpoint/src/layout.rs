@@ -20,6 +20,10 @@ use crate::error::{CheckpointError, Result};
 /// The file that makes a directory a completed checkpoint or savepoint.
 pub const METADATA_FILE: &str = "_metadata";
 
+/// The directory of files shared across checkpoints, relative to the job
+/// directory; `weir_snapshot::shared_dir` puts each subtask's files below it.
+pub const SHARED_DIR: &str = "shared";
+
 const CHECKPOINT_PREFIX: &str = "chk-";
 
 /// The directory of checkpoint `id`, relative to the job directory.

@@ -240,9 +240,11 @@ impl CheckpointStorage {
 
     /// Rebuilds retention after a restart from the completed checkpoints in
     /// storage and deletes what it no longer retains: checkpoints beyond the
-    /// newest `max_retained`, the shared files only they used, and the
-    /// directories of checkpoints that never completed. Call it before
-    /// triggering new checkpoints, never while a checkpoint is in flight.
+    /// newest `max_retained`, the directories of checkpoints that never
+    /// completed, and every file under `shared/` that no retained checkpoint
+    /// references (including uploads of checkpoints that failed before the
+    /// restart). Call it before triggering new checkpoints, never while a
+    /// checkpoint is in flight: in-flight uploads would look unreferenced.
     pub async fn recover_retention(&self, max_retained: NonZeroUsize) -> Result<Retention> {
         let completed = self.completed().await?;
         let (retention, mut decision) = Retention::rebuild(max_retained, &completed);
@@ -252,7 +254,49 @@ impl CheckpointStorage {
             .discard
             .extend(incomplete.filter(|id| !complete.contains(id)));
         self.apply(&decision).await?;
+
+        let retained: BTreeSet<CheckpointId> = retention.retained().collect();
+        let referenced: BTreeSet<&str> = completed
+            .iter()
+            .filter(|m| retained.contains(&m.checkpoint_id))
+            .flat_map(|m| m.files())
+            .map(|f| f.path.as_str())
+            .collect();
+        let orphans: Vec<String> = self
+            .list_relative(layout::SHARED_DIR)
+            .await?
+            .into_iter()
+            .filter(|path| !referenced.contains(path.as_str()))
+            .collect();
+        delete_paths(&self.job_dir, orphans.iter().map(String::as_str)).await?;
         Ok(retention)
+    }
+
+    /// Every object under `dir` (relative to the job directory), as paths
+    /// relative to the job directory.
+    async fn list_relative(&self, dir: &str) -> Result<Vec<String>> {
+        let prefix = self.job_dir.child(dir)?;
+        let listed: Vec<_> = self
+            .job_dir
+            .store()
+            .list(Some(prefix.root()))
+            .try_collect()
+            .await
+            .map_err(|source| CheckpointError::Store {
+                operation: "list",
+                path: prefix.url().to_owned(),
+                source,
+            })?;
+        let root: Vec<_> = self.job_dir.root().parts().collect();
+        Ok(listed
+            .into_iter()
+            .filter_map(|meta| {
+                let parts: Vec<_> = meta.location.parts().collect();
+                let relative = parts.strip_prefix(root.as_slice())?;
+                let names: Vec<&str> = relative.iter().map(|p| p.as_ref()).collect();
+                Some(names.join("/"))
+            })
+            .collect())
     }
 
     /// Opens checkpoint `id` if it is complete; `None` if its metadata is

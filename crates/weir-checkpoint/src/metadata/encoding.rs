@@ -248,6 +248,22 @@ mod tests {
 
     proptest! {
         #[test]
+        fn metadata_round_trips(
+            id in 0u64..1 << 40,
+            parallelism in 1u32..8,
+            timestamp_millis in any::<u64>(),
+            inline in proptest::collection::vec(any::<u8>(), 0..64),
+            position in any::<i64>(),
+        ) {
+            let mut meta = sample(id, parallelism);
+            meta.timestamp_millis = timestamp_millis;
+            meta.inline.insert(format!("chk-{id}/avg/0/keyed"), InlineFile(inline.into()));
+            meta.sinks.insert(meta.operators[0].uid.clone(), serde_json::json!([position, "txn"]));
+            let bytes = encode_metadata(&meta).expect("encodes");
+            prop_assert_eq!(decode(&bytes).expect("decodes"), meta);
+        }
+
+        #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = decode(&bytes);
         }
