@@ -1091,4 +1091,82 @@ mod tests {
         );
         assert_eq!(c.latest_completed(), Some(CheckpointId(2)));
     }
+
+    fn incremental_ack(id: u64, subtask: u32, shared: &str) -> SubtaskAck {
+        use weir_snapshot::{
+            IncrementalSnapshotHandle, KeyedStateHandle, SharedStateFile, StateFile,
+        };
+        let max = MaxParallelism::new(128).expect("valid");
+        let handle = IncrementalSnapshotHandle {
+            key_group_range: weir_types::KeyGroupRange::for_subtask(max, 2, SubtaskIndex(subtask))
+                .expect("valid"),
+            max_parallelism: max,
+            descriptors: Vec::new(),
+            shared: vec![SharedStateFile {
+                local_name: format!("{shared}.sst"),
+                file: StateFile {
+                    path: format!("shared/{shared}-{subtask}.sst"),
+                    size: 1,
+                    crc32: 0,
+                },
+            }],
+            private: Vec::new(),
+        };
+        SubtaskAck {
+            state: SubtaskStateMeta {
+                keyed: Some(KeyedStateHandle::Incremental(handle)),
+                ..ack(id, subtask).state
+            },
+            ..ack(id, subtask)
+        }
+    }
+
+    #[test]
+    fn shared_files_are_held_back_while_another_checkpoint_is_in_flight() {
+        let mut cfg = config();
+        cfg.max_concurrent = 2;
+        cfg.tolerable_failures = 1;
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        c.on_epoch_final(cut(1));
+        for subtask in 0..2 {
+            c.on_ack(Timestamp(1_100), incremental_ack(1, subtask, "a"));
+        }
+        c.on_metadata_stored(Timestamp(1_200), CheckpointId(1));
+        c.on_tick(Timestamp(2_000));
+        c.on_tick(Timestamp(3_000));
+        c.on_epoch_final(cut(2));
+        c.on_epoch_final(cut(3));
+        for subtask in 0..2 {
+            c.on_ack(Timestamp(3_100), incremental_ack(2, subtask, "b"));
+        }
+        // Checkpoint 2 subsumes 1, but 3 is in flight and may reuse 1's files.
+        let effects = c.on_metadata_stored(Timestamp(3_200), CheckpointId(2));
+        let subsumed: Vec<_> = effects
+            .iter()
+            .filter_map(|e| match e {
+                CoordinatorEffect::Subsume(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(subsumed.len(), 1);
+        assert_eq!(subsumed[0].discard, [CheckpointId(1)]);
+        assert!(
+            subsumed[0].shared_files.is_empty(),
+            "held back: {subsumed:?}"
+        );
+        // Once 3 ends, the held files go.
+        let (_, effects) = c.on_decline(Timestamp(3_300), decline(3, 0));
+        let Some(CoordinatorEffect::Subsume(released)) = effects.last() else {
+            panic!("expected the held files, got {effects:?}");
+        };
+        let mut paths: Vec<_> = released
+            .shared_files
+            .iter()
+            .map(|f| f.file.path.clone())
+            .collect();
+        paths.sort();
+        assert_eq!(paths, ["shared/a-0.sst", "shared/a-1.sst"]);
+        assert!(released.discard.is_empty());
+    }
 }
