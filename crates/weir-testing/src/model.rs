@@ -171,6 +171,17 @@ impl KeyedStateBackend for ModelBackend {
 
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
         self.epoch_error_if_final(epoch)?;
+        // A newer epoch may not begin while an older attempt is still writing.
+        if let Some(v) = self
+            .versions
+            .last()
+            .filter(|v| !v.committed && v.epoch < epoch)
+        {
+            return Err(StateError::NotOpenEpoch {
+                epoch,
+                open: v.epoch.to_string(),
+            });
+        }
         self.versions.retain(|v| v.epoch < epoch);
         let tables = self.current().clone();
         self.versions.push(Version {
@@ -184,7 +195,8 @@ impl KeyedStateBackend for ModelBackend {
 
     fn commit_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
         match self.versions.last_mut() {
-            Some(v) if !v.committed && v.epoch == epoch && v.attempt == attempt => {
+            // Committing the same attempt twice is harmless (a retried request).
+            Some(v) if v.epoch == epoch && v.attempt == attempt => {
                 v.committed = true;
                 Ok(())
             }
@@ -377,20 +389,9 @@ impl KeyedStateBackend for ModelBackend {
                     });
                 }
             },
-            EntryPayload::MapEntry { user_key, value } => match self
-                .base
-                .entry(addr)
-                .or_insert_with(|| Content::Map(BTreeMap::new()))
-            {
-                Content::Map(m) => {
-                    m.insert(user_key.to_vec(), value.to_vec());
-                }
-                _ => {
-                    return Err(StateError::Corrupt {
-                        what: "ingested map",
-                    });
-                }
-            },
+            EntryPayload::MapEntry { user_key, value } => {
+                insert_map_entry(&mut self.base, addr, user_key, value)?;
+            }
         }
         Ok(())
     }
@@ -446,6 +447,27 @@ impl FrozenKeyedState for ModelSnapshot {
     }
 }
 
+/// Adds one map entry at `addr`, which must hold a map or nothing.
+fn insert_map_entry<K: Ord>(
+    tables: &mut BTreeMap<K, Content>,
+    addr: K,
+    user_key: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    match tables
+        .entry(addr)
+        .or_insert_with(|| Content::Map(BTreeMap::new()))
+    {
+        Content::Map(m) => {
+            m.insert(user_key.to_vec(), value.to_vec());
+            Ok(())
+        }
+        _ => Err(StateError::Corrupt {
+            what: "map entry where another kind of state is stored",
+        }),
+    }
+}
+
 /// All the data of a frozen view, keyed by state name so views of backends
 /// that numbered their states differently compare equal.
 pub type Dump = BTreeMap<(String, KeyGroup, Vec<u8>, Vec<u8>), Content>;
@@ -474,19 +496,7 @@ pub fn dump(frozen: &dyn FrozenKeyedState) -> Result<Dump> {
                     }
                 }
                 EntryPayload::MapEntry { user_key, value } => {
-                    match out
-                        .entry(addr)
-                        .or_insert_with(|| Content::Map(BTreeMap::new()))
-                    {
-                        Content::Map(m) => {
-                            m.insert(user_key.to_vec(), value.to_vec());
-                        }
-                        _ => {
-                            return Err(StateError::Corrupt {
-                                what: "map mixed with other kinds",
-                            });
-                        }
-                    }
+                    insert_map_entry(&mut out, addr, user_key, value)?;
                 }
             }
             Ok(())

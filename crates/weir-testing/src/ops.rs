@@ -74,6 +74,11 @@ pub enum Op {
     Finalize,
     /// Discard the open epoch's writes.
     Discard,
+    /// Begin the epoch after the open one without committing it (must fail).
+    SkipAhead,
+    /// Commit the open epoch's attempt twice (the second is harmless), then
+    /// begin the next epoch.
+    CommitTwice,
     /// Commit and finalize everything, then compare full snapshots.
     Snapshot,
 }
@@ -103,6 +108,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Retry),
         1 => Just(Op::Finalize),
         1 => Just(Op::Discard),
+        1 => Just(Op::SkipAhead),
+        1 => Just(Op::CommitTwice),
         1 => Just(Op::Snapshot),
     ]
 }
@@ -138,6 +145,23 @@ fn list_payload(items: &[i64]) -> Vec<u8> {
         push_list_item(&int(i), &mut p);
     }
     p
+}
+
+/// An owned [`StateKey`].
+struct Address {
+    key_group: weir_types::KeyGroup,
+    key: Vec<u8>,
+    namespace: [u8; 1],
+}
+
+impl Address {
+    fn key(&self) -> StateKey<'_> {
+        StateKey {
+            key_group: self.key_group,
+            key: &self.key,
+            namespace: &self.namespace,
+        }
+    }
 }
 
 /// What an operation returned, in a form backends can be compared by.
@@ -184,9 +208,13 @@ impl Driver {
         }
     }
 
-    fn addr(&self, key: u8, ns: u8) -> (weir_types::KeyGroup, Vec<u8>, Vec<u8>) {
-        let (kg, k) = key_bytes(key, self.max);
-        (kg, k, vec![ns])
+    fn addr(&self, key: u8, ns: u8) -> Address {
+        let (key_group, key) = key_bytes(key, self.max);
+        Address {
+            key_group,
+            key,
+            namespace: [ns],
+        }
     }
 
     fn commit_open(&mut self, b: &mut dyn KeyedStateBackend) -> Outcome {
@@ -221,75 +249,30 @@ impl Driver {
                 ns,
                 value,
             } => {
-                let (kg, k, n) = self.addr(*key, *ns);
+                let at = self.addr(*key, *ns);
                 let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
-                done(b.put_value(
-                    s,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &int(*value),
-                ))
+                done(b.put_value(s, at.key(), &int(*value)))
             }
             Op::Get { state, key, ns } => {
-                let (kg, k, n) = self.addr(*key, *ns);
+                let at = self.addr(*key, *ns);
                 let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
-                read(b.get_value(
-                    s,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                ))
+                read(b.get_value(s, at.key()))
             }
             Op::Clear { state, key, ns } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                done(b.clear(
-                    StateId(u32::from(*state % 4)),
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                ))
+                let at = self.addr(*key, *ns);
+                done(b.clear(StateId(u32::from(*state % 4)), at.key()))
             }
             Op::Append { key, ns, items } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                done(b.append_list(
-                    LIST_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &list_payload(items),
-                ))
+                let at = self.addr(*key, *ns);
+                done(b.append_list(LIST_STATE, at.key(), &list_payload(items)))
             }
             Op::Replace { key, ns, items } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                done(b.replace_list(
-                    LIST_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &list_payload(items),
-                ))
+                let at = self.addr(*key, *ns);
+                done(b.replace_list(LIST_STATE, at.key(), &list_payload(items)))
             }
             Op::GetList { key, ns } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                read(b.get_list(
-                    LIST_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                ))
+                let at = self.addr(*key, *ns);
+                read(b.get_list(LIST_STATE, at.key()))
             }
             Op::MapPut {
                 key,
@@ -297,56 +280,23 @@ impl Driver {
                 user_key,
                 value,
             } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                done(b.map_put(
-                    MAP_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &tag(*user_key),
-                    &int(*value),
-                ))
+                let at = self.addr(*key, *ns);
+                done(b.map_put(MAP_STATE, at.key(), &tag(*user_key), &int(*value)))
             }
             Op::MapRemove { key, ns, user_key } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                done(b.map_remove(
-                    MAP_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &tag(*user_key),
-                ))
+                let at = self.addr(*key, *ns);
+                done(b.map_remove(MAP_STATE, at.key(), &tag(*user_key)))
             }
             Op::MapGet { key, ns, user_key } => {
-                let (kg, k, n) = self.addr(*key, *ns);
-                read(b.map_get(
-                    MAP_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &tag(*user_key),
-                ))
+                let at = self.addr(*key, *ns);
+                read(b.map_get(MAP_STATE, at.key(), &tag(*user_key)))
             }
             Op::MapIter { key, ns } => {
-                let (kg, k, n) = self.addr(*key, *ns);
+                let at = self.addr(*key, *ns);
                 let mut entries = Vec::new();
-                let r = b.map_for_each(
-                    MAP_STATE,
-                    StateKey {
-                        key_group: kg,
-                        key: &k,
-                        namespace: &n,
-                    },
-                    &mut |uk, v| {
-                        entries.push((uk.to_vec(), v.to_vec()));
-                    },
-                );
+                let r = b.map_for_each(MAP_STATE, at.key(), &mut |uk, v| {
+                    entries.push((uk.to_vec(), v.to_vec()));
+                });
                 entries.sort();
                 if r.is_ok() {
                     Outcome::Entries(entries)
@@ -376,6 +326,19 @@ impl Driver {
                 Some(e) => done(b.finalize_up_to(e)),
                 None => Outcome::Done,
             },
+            Op::SkipAhead => match self.open {
+                Some((e, a)) => done(b.begin_epoch(Epoch(e.0 + 1), a)),
+                None => Outcome::Done,
+            },
+            Op::CommitTwice => {
+                let Some((e, a)) = self.open else {
+                    return Outcome::Done;
+                };
+                if b.commit_epoch(e, a).is_err() {
+                    return Outcome::Failed;
+                }
+                self.apply(b, &Op::NextEpoch)
+            }
             Op::Discard => match self.open.take() {
                 Some((e, _)) => done(b.discard_from(e)),
                 None => Outcome::Done,
