@@ -63,7 +63,7 @@ pub struct CheckpointCoordinator {
     failures: FailureCounter,
     last_trigger: Option<Timestamp>,
     last_end: Option<Timestamp>,
-    last_cut: Option<Epoch>,
+    last_final_epoch: Option<Epoch>,
     last_notified: Option<CheckpointId>,
     stats: CheckpointStatsHistory,
     job_failed: bool,
@@ -106,7 +106,7 @@ impl CheckpointCoordinator {
             pending: BTreeMap::new(),
             last_trigger: None,
             last_end: None,
-            last_cut: None,
+            last_final_epoch: None,
             last_notified: None,
             stats: CheckpointStatsHistory::new(options.history),
             job_failed: false,
@@ -198,13 +198,14 @@ impl CheckpointCoordinator {
     }
 
     /// Epoch `cut.epoch` became final: the oldest checkpoint waiting for a cut
-    /// takes it. Epochs not after the last cut taken are ignored, so a repeated
-    /// report cannot put a barrier behind one already sent.
+    /// takes it. Epochs not after the last final epoch reported are ignored,
+    /// so a repeated or stale report cannot cut behind the job's progress.
     pub fn on_epoch_final(&mut self, cut: EpochCut) -> Vec<CoordinatorEffect> {
         let mut effects = Vec::new();
-        if self.job_failed || self.last_cut.is_some_and(|last| cut.epoch <= last) {
+        if self.job_failed || self.last_final_epoch.is_some_and(|last| cut.epoch <= last) {
             return effects;
         }
+        self.last_final_epoch = Some(cut.epoch);
         let Some(pending) = self
             .pending
             .values_mut()
@@ -214,7 +215,6 @@ impl CheckpointCoordinator {
         };
         pending.on_cut(&cut);
         let (id, kind) = (pending.id(), pending.kind());
-        self.last_cut = Some(cut.epoch);
         self.stats.on_cut(id, cut.epoch);
         effects.push(CoordinatorEffect::InjectBarrier {
             id,
