@@ -193,6 +193,14 @@ pub enum CheckpointError {
         /// The limit.
         limit: u64,
     },
+    /// Incremental state offered to "jobmanager" storage.
+    #[error(
+        "checkpoint {checkpoint} is incremental, which jobmanager storage cannot hold: configure a checkpoint directory or disable incremental checkpoints"
+    )]
+    IncrementalInline {
+        /// The checkpoint.
+        checkpoint: CheckpointId,
+    },
     /// A savepoint holds state for operators the job no longer has (P4).
     #[error(
         "the snapshot holds state for operators {uids} that the job does not have: restore them under the same uid, or allow non-restored state to drop it"

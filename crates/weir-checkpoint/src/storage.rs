@@ -17,7 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use weir_snapshot::{SnapshotStorage, StateFile};
+use weir_snapshot::{KeyedStateHandle, SnapshotStorage, StateFile};
 use weir_types::{CheckpointId, JobId};
 
 use crate::error::{CheckpointError, Result};
@@ -62,7 +62,8 @@ impl CheckpointStorage {
     /// "jobmanager" storage for small state (B2, B6): state files are staged
     /// in memory and stored inside `_metadata` when the checkpoint
     /// completes; a file larger than `max_file_bytes` fails that checkpoint
-    /// with [`CheckpointError::InlineStateTooLarge`]. `_metadata` itself
+    /// with [`CheckpointError::InlineStateTooLarge`], and incremental state
+    /// with [`CheckpointError::IncrementalInline`]. `_metadata` itself
     /// still goes to `checkpoint_dir/<job>/` so recovery can find it.
     ///
     /// The staging store lives in this process, so the subtasks must write
@@ -317,6 +318,18 @@ async fn inline_files(
     staging: &StorageLocation,
     max_file_bytes: u64,
 ) -> Result<()> {
+    // Shared files outlive the checkpoint that uploaded them, which inline
+    // copies cannot; incremental state needs a real directory.
+    let incremental = metadata
+        .operators
+        .iter()
+        .flat_map(|o| &o.subtasks)
+        .any(|s| matches!(s.keyed, Some(KeyedStateHandle::Incremental(_))));
+    if incremental {
+        return Err(CheckpointError::IncrementalInline {
+            checkpoint: metadata.checkpoint_id,
+        });
+    }
     let files: Vec<StateFile> = metadata.files().into_iter().cloned().collect();
     for file in files {
         if metadata.inline.contains_key(&file.path) {

@@ -155,6 +155,12 @@ async fn jobmanager_storage_keeps_state_inline_up_to_its_limit() {
     assert!(err.to_string().contains("raise the limit"), "{err}");
     assert!(!dir.path().join("orders/chk-2").exists());
 
+    let incremental = crate::common::incremental_checkpoint(&storage, 3, &["a.sst"]).await;
+    assert!(matches!(
+        storage.complete(&incremental).await,
+        Err(CheckpointError::IncrementalInline { .. })
+    ));
+
     // Discarding the failed checkpoint frees its staged files.
     tiny.discard(CheckpointId(2)).await.expect("discards");
     let staged = tiny.state_storage();
