@@ -161,36 +161,43 @@ impl StorageLocation {
             path: path.to_owned(),
             source,
         };
-        // A path to an existing file (`.../_metadata`) opens its directory
-        // with the file as root; anything else is a directory to create.
-        let file = std::path::Path::new(path);
-        let (dir, root) = match (file.is_file(), file.parent(), file.file_name()) {
-            (true, Some(parent), Some(name)) => {
-                let name = name.to_string_lossy();
-                let parent = if parent.as_os_str().is_empty() {
-                    std::path::Path::new(".")
-                } else {
-                    parent
-                };
-                (parent, Self::prefix(&name, url)?)
-            }
-            _ => {
-                std::fs::create_dir_all(path).map_err(io_error)?;
-                (file, Path::default())
-            }
+        let given = std::path::Path::new(path);
+        let opens_snapshot = given.is_file() || given.join(layout::METADATA_FILE).is_file();
+        if !opens_snapshot {
+            std::fs::create_dir_all(given).map_err(io_error)?;
+        }
+        let given = std::fs::canonicalize(given).map_err(io_error)?;
+        // Opening an existing `_metadata` (or its directory) roots the store
+        // two levels up, at the job directory of a checkpoint
+        // (`<job>/chk-<n>/_metadata`) or the parent of a savepoint, so the
+        // files a checkpoint's paths name stay reachable. Anything else is a
+        // directory to write into and becomes the store's root.
+        let levels_up = match (opens_snapshot, given.is_file()) {
+            (false, _) => 0,
+            (true, true) => 2,
+            (true, false) => 1,
         };
-        let dir = std::fs::canonicalize(dir).map_err(io_error)?;
-        // Automatic cleanup removes directories emptied by deletes, so a
-        // subsumed `chk-<n>/` disappears entirely; fsync makes a completed
-        // `_metadata` survive a power loss, as it would on an object store.
-        let store = LocalFileSystem::new_with_prefix(&dir)
+        let store_dir = given.ancestors().nth(levels_up).unwrap_or(&given);
+        let relative = given
+            .strip_prefix(store_dir)
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .unwrap_or_default();
+        // Automatic cleanup removes directories emptied by deletes (up to the
+        // store root), so a subsumed `chk-<n>/` disappears entirely; fsync
+        // makes a completed `_metadata` survive a power loss, as it would on
+        // an object store.
+        let store = LocalFileSystem::new_with_prefix(store_dir)
             .map_err(|source| CheckpointError::OpenStore {
                 url: url.to_owned(),
                 source,
             })?
             .with_automatic_cleanup(true)
             .with_fsync(true);
-        Ok(Self::new(Arc::new(store), root, url))
+        Ok(Self::new(
+            Arc::new(store),
+            Self::prefix(&relative, url)?,
+            url,
+        ))
     }
 
     fn prefix(prefix: &str, url: &str) -> Result<Path> {

@@ -4,7 +4,7 @@
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use weir_checkpoint::{
-    CheckpointError, CheckpointStorage, StorageLocation, StorageOptions, layout,
+    CheckpointError, CheckpointStorage, ResolvedSnapshot, StorageLocation, StorageOptions, layout,
 };
 use weir_types::CheckpointId;
 
@@ -36,6 +36,20 @@ async fn completed_checkpoints_are_found_and_read_back() {
     for (i, file) in latest.files().into_iter().enumerate() {
         let bytes = storage.read_state_file(&latest, file).await.expect("reads");
         assert_eq!(bytes.as_ref(), content(2, i as u32));
+    }
+
+    // A user can resume from the checkpoint's directory or `_metadata` path.
+    let chk = dir.path().join("orders/chk-2");
+    for url in [
+        chk.join("_metadata").to_string_lossy().into_owned(),
+        format!("file://{}", chk.display()),
+    ] {
+        let location = StorageLocation::parse(&url, &StorageOptions::default()).expect("parses");
+        let resolved = ResolvedSnapshot::open(&location).await.expect("opens");
+        for (i, file) in resolved.metadata().files().into_iter().enumerate() {
+            let bytes = resolved.read_file(file).await.expect("reads");
+            assert_eq!(bytes.as_ref(), content(2, i as u32), "{url}");
+        }
     }
 
     // Completing the same checkpoint again never overwrites it.
