@@ -70,6 +70,15 @@ async fn moved_savepoint_directory_restores() {
         let bytes = resolved.read_file(handle.files()[0]).await.expect("reads");
         assert_eq!(bytes.as_ref(), content(4, i as u32));
     }
+
+    // Disposing removes the directory and nothing beside it.
+    std::fs::write(dir.path().join("elsewhere/keep.txt"), b"unrelated").expect("write");
+    let moved_url = moved.to_string_lossy().into_owned();
+    dispose_savepoint(&StorageLocation::parse(&moved_url, &opts).expect("url"))
+        .await
+        .expect("disposes");
+    assert!(!moved.exists());
+    assert!(dir.path().join("elsewhere/keep.txt").is_file());
 }
 
 #[tokio::test]
