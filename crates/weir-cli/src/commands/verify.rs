@@ -163,7 +163,10 @@ async fn check(snapshot: &ResolvedSnapshot, target: &Target<'_>) -> (Vec<String>
     let detail = match target.content {
         Content::Full(handle) => check_full(&bytes, handle, target.op, &mut problems),
         Content::Operator => match OperatorStateSnapshot::decode(&bytes) {
-            Ok(state) => format!(", {} operator states", state.states.len()),
+            Ok(state) => format!(
+                ", {}",
+                render::count(state.states.len() as u64, "operator state")
+            ),
             Err(e) => {
                 problems.push(format!("operator state does not decode: {e}"));
                 String::new()
