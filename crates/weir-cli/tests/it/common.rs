@@ -157,6 +157,20 @@ fn backend(subtask: u32) -> HeapKeyedStateBackend {
 
 /// Writes checkpoint 3 of job `orders` and savepoint 3 copied from it.
 pub fn fixture() -> Fixture {
+    build(Placement::Files)
+}
+
+/// Where the checkpoint keeps its state files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Files beside `_metadata`.
+    Files,
+    /// Inside `_metadata` ("jobmanager" storage).
+    Inline,
+}
+
+/// [`fixture`] with the state files placed as `placement` says.
+pub fn build(placement: Placement) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let checkpoints = dir.path().join("checkpoints");
     let savepoints = dir.path().join("savepoints");
@@ -164,8 +178,12 @@ pub fn fixture() -> Fixture {
     runtime.block_on(async {
         let opts = StorageOptions::default();
         let ckpt = StorageLocation::parse(path(&checkpoints), &opts).expect("checkpoint dir");
-        let storage =
-            CheckpointStorage::filesystem(&ckpt, JobId::new(JOB).expect("valid")).expect("storage");
+        let job = JobId::new(JOB).expect("valid");
+        let storage = match placement {
+            Placement::Files => CheckpointStorage::filesystem(&ckpt, job),
+            Placement::Inline => CheckpointStorage::jobmanager(&ckpt, job, 1 << 20),
+        }
+        .expect("storage");
         let uid = OperatorUid::new(UID).expect("valid");
         let id = CheckpointId(CHECKPOINT);
         let mut subtasks = Vec::new();

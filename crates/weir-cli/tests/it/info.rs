@@ -1,6 +1,6 @@
 //! `savepoint info` and `checkpoint info`.
 
-use crate::common::{JOB, UID, fixture, path, weir};
+use crate::common::{JOB, Placement, UID, build, fixture, path, weir};
 
 #[test]
 fn savepoint_info_shows_job_operator_states_and_subtasks() {
@@ -67,4 +67,31 @@ fn checkpoint_info_opens_a_checkpoint_its_metadata_and_its_job_dir() {
         assert_eq!(v["kind"], "checkpoint");
         assert_eq!(v["checkpoint_id"], 3);
     }
+}
+
+#[test]
+fn inline_state_is_shown_verified_and_dumped() {
+    let f = build(Placement::Inline);
+    let run = weir(&["checkpoint", "info", path(&f.chk_dir)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("chk-3/counts/0/keyed (inline)"),
+        "{}",
+        run.stdout
+    );
+    let run = weir(&["savepoint", "verify", path(&f.chk_dir)]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let run = weir(&[
+        "savepoint",
+        "dump",
+        "--json",
+        "--key",
+        "alice",
+        "--state",
+        "count",
+        path(&f.chk_dir),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+    assert_eq!(v["entries"][0]["value"], 42);
 }

@@ -5,6 +5,7 @@ mod common;
 mod dispose;
 mod dump;
 mod errors;
+mod incremental;
 mod info;
 mod list;
 mod verify;
