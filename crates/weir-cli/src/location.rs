@@ -29,11 +29,13 @@ pub fn locate(path: &str) -> Result<Located> {
     };
     let url = match local {
         Some(local) => local_dir(path, local)?,
-        None => path
-            .trim_end_matches('/')
-            .trim_end_matches(METADATA_FILE)
-            .trim_end_matches('/')
-            .to_owned(),
+        None => {
+            let dir = path.trim_end_matches('/');
+            dir.strip_suffix(METADATA_FILE)
+                .and_then(|d| d.strip_suffix('/'))
+                .unwrap_or(dir)
+                .to_owned()
+        }
     };
     // Split `scheme://bucket/a/b` into `scheme://bucket/a` and `b`; a bare
     // bucket or the root of a file system has no parent to open it from.

@@ -6,17 +6,28 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use futures::TryStreamExt;
-use weir_checkpoint::dispose_savepoint;
+use weir_checkpoint::{CheckpointKind, ResolvedSnapshot, dispose_savepoint};
 
-use super::{open, print};
+use super::print;
 use crate::location::locate;
 use crate::render;
 
 /// `weir savepoint dispose PATH`.
 pub async fn run(path: &str) -> Result<ExitCode> {
-    let snapshot = open(path).await?;
+    let located = locate(path)?;
+    let snapshot = ResolvedSnapshot::open(&located.dir)
+        .await
+        .with_context(|| format!("cannot open {path}"))?;
+    let meta = snapshot.metadata();
+    if meta.kind != CheckpointKind::Savepoint {
+        bail!(
+            "{path} is checkpoint {} of job {}, not a savepoint: checkpoints belong to the job and are removed by its retention",
+            meta.checkpoint_id,
+            meta.job_id
+        );
+    }
     let base = snapshot.base();
     // Listed before deleting so the report names what was there; the
     // storage crate deletes the whole directory, not only what is listed.
@@ -27,7 +38,6 @@ pub async fn run(path: &str) -> Result<ExitCode> {
         .await
         .with_context(|| format!("cannot list {}", base.url()))?;
     objects.sort_by(|a, b| a.location.cmp(&b.location));
-    let located = locate(path)?;
     dispose_savepoint(&located.dir)
         .await
         .with_context(|| format!("cannot dispose {path}"))?;
@@ -42,7 +52,6 @@ pub async fn run(path: &str) -> Result<ExitCode> {
         bytes += object.size;
         let _ = writeln!(out, "removed {relative} ({})", render::bytes(object.size));
     }
-    let meta = snapshot.metadata();
     let _ = writeln!(
         out,
         "disposed savepoint {} of job {} at {}: {}, {}",

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use weir_checkpoint::{
     CheckpointError, CheckpointKind, CheckpointMetadata, CheckpointStorage, OperatorStateMeta,
-    ResolvedSnapshot, SubtaskStateMeta,
+    ResolvedSnapshot, StorageLocation, SubtaskStateMeta,
 };
 use weir_snapshot::{KeyedStateHandle, StateFile};
 use weir_types::{JobId, StateDescriptor};
@@ -33,17 +33,18 @@ pub async fn checkpoint(args: &InfoArgs) -> Result<ExitCode> {
     let snapshot = match ResolvedSnapshot::open(&located.dir).await {
         Ok(snapshot) => snapshot,
         Err(CheckpointError::MissingMetadata { .. }) if located.parent.is_some() => {
-            latest_of_job(&args.path, &located.parent).await?
+            latest_of_job(&args.path, located.parent.as_ref()).await?
         }
         Err(err) => return Err(err).with_context(|| format!("cannot open {}", args.path)),
     };
     show(&snapshot, args.json)
 }
 
-/// The latest completed checkpoint of the job directory `parent.1`.
+/// The latest completed checkpoint of the job directory `parent.1` in
+/// `parent.0`.
 async fn latest_of_job(
     path: &str,
-    parent: &Option<(weir_checkpoint::StorageLocation, String)>,
+    parent: Option<&(StorageLocation, String)>,
 ) -> Result<ResolvedSnapshot> {
     let not_checkpoint = || {
         format!(

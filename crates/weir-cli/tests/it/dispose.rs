@@ -29,6 +29,6 @@ fn dispose_removes_the_savepoint_and_lists_its_files() {
 fn dispose_refuses_a_checkpoint() {
     let f = fixture();
     let run = weir(&["savepoint", "dispose", path(&f.chk_dir)]);
-    assert_one_line_error(&run, "cannot dispose");
+    assert_one_line_error(&run, "is checkpoint 3 of job orders, not a savepoint");
     assert!(f.chk_dir.join("_metadata").exists());
 }
