@@ -92,3 +92,44 @@ fn local_dir(path: &str, local: &str) -> Result<String> {
         .map(str::to_owned)
         .with_context(|| format!("{path} is not valid UTF-8"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_open_as_a_child_of_their_parent() {
+        let located = locate("memory://ckpt/orders/chk-3/_metadata").expect("memory url");
+        assert_eq!(located.dir.root().as_ref(), "ckpt/orders/chk-3");
+        let (parent, name) = located.parent.expect("has a parent");
+        assert_eq!(
+            (parent.root().as_ref(), name.as_str()),
+            ("ckpt/orders", "chk-3")
+        );
+        // Only a whole final `_metadata` segment names the file.
+        let located = locate("memory://ckpt/x_metadata/").expect("memory url");
+        assert_eq!(located.dir.root().as_ref(), "ckpt/x_metadata");
+        assert!(locate("memory://top").expect("memory url").parent.is_none());
+    }
+
+    #[test]
+    fn local_paths_must_exist_and_be_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("missing");
+        let err = locate(&missing.to_string_lossy()).err().expect("missing");
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        assert!(!missing.exists());
+        let file = dir.path().join("notes");
+        std::fs::write(&file, b"x").expect("write");
+        let err = locate(&file.to_string_lossy()).err().expect("a file");
+        assert!(err.to_string().contains("is a file"), "{err}");
+        let url = format!("file://{}", dir.path().display());
+        let located = locate(&url).expect("file url");
+        assert_eq!(
+            located.parent.map(|(_, name)| name),
+            dir.path()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        );
+    }
+}
