@@ -250,9 +250,20 @@ impl Dump<'_> {
         descriptors: &[StateDescriptor],
         key_types: Option<&[ValueType]>,
     ) -> Result<bool> {
-        for entry in block.entries(descriptors) {
-            let entry = entry
-                .with_context(|| format!("cannot dump operator {} subtask {subtask}", op.uid))?;
+        let mut entries = block
+            .entries(descriptors)
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("cannot dump operator {} subtask {subtask}", op.uid))?;
+        // Backends write a key group's entries in hash order; sorting by
+        // state and encoded key makes dumps of equal state compare equal.
+        entries.sort_by_key(|e| {
+            let user_key = match e.payload {
+                EntryPayload::MapEntry { user_key, .. } => user_key,
+                EntryPayload::Value(_) | EntryPayload::List(_) => &[],
+            };
+            (e.state, e.key, e.namespace, user_key)
+        });
+        for entry in entries {
             let Some(d) = descriptors.get(entry.state.0 as usize) else {
                 continue;
             };
