@@ -156,10 +156,12 @@ impl RocksDbKeyedStateBackend {
 
 fn check_empty_target(path: &Path) -> Result<()> {
     match std::fs::read_dir(path) {
-        Ok(mut entries) if entries.next().is_some() => Err(RocksDbError::TargetNotEmpty {
-            path: path.to_owned(),
-        }),
-        Ok(_) => Ok(()),
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(RocksDbError::TargetNotEmpty {
+                path: path.to_owned(),
+            }),
+            None => Ok(()),
+        },
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(err) => Err(RocksDbError::io("list", path)(err)),
     }
