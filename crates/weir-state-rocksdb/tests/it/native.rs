@@ -200,7 +200,7 @@ fn restore_refuses_a_non_empty_target_and_no_sources() {
         .expect("checkpoint");
     assert!(matches!(
         RocksDbKeyedStateBackend::restore_from_native(
-            &[chk.dir.clone()],
+            std::slice::from_ref(&chk.dir),
             options(&dir.path().join("db"), max().full_range())
         ),
         Err(RocksDbError::TargetNotEmpty { .. })
