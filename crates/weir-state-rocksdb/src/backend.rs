@@ -21,12 +21,10 @@ use std::sync::Arc;
 
 use rocksdb::{BoundColumnFamily, ReadOptions, WriteBatch, WriteOptions};
 use weir_state::{
-    EntryPayload, EpochLog, FrozenKeyedState, KeyedStateBackend, StateEntry, StateError, StateId,
-    StateKey, list_items,
+    Access, EntryPayload, EpochLog, FrozenKeyedState, KeyedStateBackend, StateEntry, StateError,
+    StateId, StateKey, StateRegistry, check_key_group, list_items,
 };
-use weir_types::{
-    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind,
-};
+use weir_types::{Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind};
 
 use crate::database::{self, Db, Meta, state_cf_name};
 use crate::error::{Result, RocksDbError};
@@ -47,40 +45,11 @@ pub struct RocksDbKeyedStateBackend {
     engine: EngineOptions,
     max_parallelism: MaxParallelism,
     key_group_range: KeyGroupRange,
-    descriptors: Vec<StateDescriptor>,
+    states: StateRegistry,
     cf_names: Vec<String>,
     epochs: EpochLog,
     overlays: BTreeMap<Epoch, Overlay>,
     write_options: WriteOptions,
-}
-
-/// Which family of accessors a call belongs to.
-#[derive(Debug, Clone, Copy)]
-enum Access {
-    Value,
-    List,
-    Map,
-}
-
-impl Access {
-    fn allows(self, kind: StateKind) -> bool {
-        match self {
-            Access::Value => matches!(
-                kind,
-                StateKind::Value | StateKind::Reducing | StateKind::Aggregating
-            ),
-            Access::List => kind == StateKind::List,
-            Access::Map => kind == StateKind::Map,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Access::Value => "value",
-            Access::List => "list",
-            Access::Map => "map",
-        }
-    }
 }
 
 impl RocksDbKeyedStateBackend {
@@ -157,7 +126,7 @@ impl RocksDbKeyedStateBackend {
             engine,
             max_parallelism: meta.max_parallelism,
             key_group_range: meta.key_group_range,
-            descriptors: meta.descriptors,
+            states: StateRegistry::from_descriptors(meta.descriptors),
             cf_names,
             epochs,
             overlays: BTreeMap::new(),
@@ -200,37 +169,10 @@ impl RocksDbKeyedStateBackend {
             .map_err(RocksDbError::engine("write batch"))
     }
 
-    fn descriptor(&self, id: StateId, access: Access) -> Result<&StateDescriptor, StateError> {
-        let descriptor = self
-            .descriptors
-            .get(id.0 as usize)
-            .ok_or(StateError::UnknownState(id))?;
-        if access.allows(descriptor.kind) {
-            Ok(descriptor)
-        } else {
-            Err(StateError::WrongKind {
-                name: descriptor.name.clone(),
-                expected: access.name(),
-                actual: descriptor.kind,
-            })
-        }
-    }
-
-    fn check_key_group(&self, key_group: KeyGroup) -> Result<(), StateError> {
-        if self.key_group_range.contains(key_group) {
-            Ok(())
-        } else {
-            Err(StateError::KeyGroupOutOfRange {
-                key_group,
-                range: self.key_group_range,
-            })
-        }
-    }
-
     /// Checks the access and returns the row key of `key`.
     fn row(&self, id: StateId, access: Access, key: StateKey<'_>) -> Result<Vec<u8>, StateError> {
-        self.descriptor(id, access)?;
-        self.check_key_group(key.key_group)?;
+        self.states.get(id, access)?;
+        check_key_group(self.key_group_range, key.key_group)?;
         let mut row = Vec::with_capacity(8 + key.key.len() + key.namespace.len());
         row_key(key, &mut row);
         Ok(row)
@@ -338,29 +280,14 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
 
     fn register_state(&mut self, descriptor: &StateDescriptor) -> weir_state::Result<StateId> {
         let descriptor = descriptor.clone().validated()?;
-        if let Some((index, existing)) = self
-            .descriptors
-            .iter()
-            .enumerate()
-            .find(|(_, d)| d.name == descriptor.name)
-        {
-            return if *existing == descriptor {
-                Ok(StateId(
-                    u32::try_from(index).expect("invariant: fewer than 2^32 states"),
-                ))
-            } else {
-                Err(StateError::DuplicateState {
-                    name: descriptor.name,
-                    existing: render(existing),
-                })
-            };
+        if let Some(id) = self.states.lookup(&descriptor)? {
+            return Ok(id);
         }
-        let id =
-            StateId(
-                u32::try_from(self.descriptors.len()).map_err(|_| StateError::Storage {
-                    message: "too many states".to_owned(),
-                })?,
-            );
+        let id = StateId(u32::try_from(self.states.descriptors().len()).map_err(|_| {
+            StateError::Storage {
+                message: "too many states".to_owned(),
+            }
+        })?);
         let name = state_cf_name(id);
         self.db
             .create_cf(&name, &self.engine.state)
@@ -370,13 +297,14 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         self.db
             .write(batch)
             .map_err(RocksDbError::engine("write metadata"))?;
-        self.descriptors.push(descriptor);
+        let pushed = self.states.push(descriptor);
+        debug_assert_eq!(pushed, id, "column families follow the registry's ids");
         self.cf_names.push(name);
         Ok(id)
     }
 
     fn descriptors(&self) -> &[StateDescriptor] {
-        &self.descriptors
+        self.states.descriptors()
     }
 
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> weir_state::Result<()> {
@@ -439,17 +367,8 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     }
 
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> weir_state::Result<()> {
-        let kind = self
-            .descriptors
-            .get(state.0 as usize)
-            .ok_or(StateError::UnknownState(state))?
-            .kind;
-        let access = match kind {
-            StateKind::Map => Access::Map,
-            StateKind::List => Access::List,
-            StateKind::Value | StateKind::Reducing | StateKind::Aggregating => Access::Value,
-        };
-        let row = self.row(state, access, key)?;
+        let kind = self.states.get(state, Access::Any)?.kind;
+        let row = self.row(state, Access::Any, key)?;
         let overlay = self.overlay_mut(state)?;
         match kind {
             StateKind::Map => overlay.clear_prefix(&row),
@@ -591,7 +510,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         self.epochs.check_all_final()?;
         Ok(Box::new(RocksDbFrozenState::new(
             Arc::clone(&self.db),
-            self.descriptors.clone(),
+            self.states.descriptors().to_vec(),
             self.cf_names.clone(),
             self.key_group_range,
             self.max_parallelism,
@@ -600,11 +519,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
 
     fn ingest(&mut self, entry: StateEntry<'_>) -> weir_state::Result<()> {
         self.epochs.check_all_final()?;
-        let access = match entry.payload {
-            EntryPayload::Value(_) => Access::Value,
-            EntryPayload::List(_) => Access::List,
-            EntryPayload::MapEntry { .. } => Access::Map,
-        };
+        let access = Access::of_payload(&entry.payload);
         let key = StateKey {
             key_group: entry.key_group,
             key: entry.key,
@@ -627,13 +542,5 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
             .put_cf_opt(&cf, row, value, &self.write_options)
             .map_err(RocksDbError::engine("ingest"))?;
         Ok(())
-    }
-}
-
-/// A descriptor as error messages show it.
-fn render(descriptor: &StateDescriptor) -> String {
-    match &descriptor.user_key_type {
-        Some(user_key) => format!("map state of {user_key} -> {}", descriptor.value_type),
-        None => format!("{} state of {}", descriptor.kind, descriptor.value_type),
     }
 }

@@ -46,6 +46,7 @@ mod frozen;
 mod heap;
 mod key;
 mod operator;
+mod registry;
 
 pub use backend::{KeyedStateBackend, StateId};
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
@@ -57,3 +58,4 @@ pub use operator::{
     OPERATOR_STATE_VERSION, OperatorListSnapshot, OperatorStateSnapshot, OperatorStateStore,
     RedistributionMode, redistribute,
 };
+pub use registry::{Access, StateRegistry, check_key_group};

@@ -7,12 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use weir_state::{
-    EntryPayload, FrozenKeyedState, KeyedStateBackend, Result, StateEntry, StateError, StateId,
-    StateKey,
+    Access, EntryPayload, FrozenKeyedState, KeyedStateBackend, Result, StateEntry, StateError,
+    StateId, StateKey, StateRegistry, check_key_group,
 };
-use weir_types::{
-    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind,
-};
+use weir_types::{Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor};
 
 /// What one (state, key group, key, namespace) holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +42,7 @@ struct Version {
 pub struct ModelBackend {
     max: MaxParallelism,
     range: KeyGroupRange,
-    descriptors: Vec<StateDescriptor>,
+    states: StateRegistry,
     base: Tables,
     last_final: Option<Epoch>,
     versions: Vec<Version>,
@@ -56,7 +54,7 @@ impl ModelBackend {
         Self {
             max,
             range,
-            descriptors: Vec::new(),
+            states: StateRegistry::default(),
             base: Tables::new(),
             last_final: None,
             versions: Vec::new(),
@@ -74,34 +72,9 @@ impl ModelBackend {
         }
     }
 
-    fn check(&self, state: StateId, key: &StateKey<'_>, expected: &'static str) -> Result<()> {
-        let d = self
-            .descriptors
-            .get(state.0 as usize)
-            .ok_or(StateError::UnknownState(state))?;
-        let ok = match expected {
-            "value" => matches!(
-                d.kind,
-                StateKind::Value | StateKind::Reducing | StateKind::Aggregating
-            ),
-            "list" => d.kind == StateKind::List,
-            "map" => d.kind == StateKind::Map,
-            _ => true,
-        };
-        if !ok {
-            return Err(StateError::WrongKind {
-                name: d.name.clone(),
-                expected,
-                actual: d.kind,
-            });
-        }
-        if !self.range.contains(key.key_group) {
-            return Err(StateError::KeyGroupOutOfRange {
-                key_group: key.key_group,
-                range: self.range,
-            });
-        }
-        Ok(())
+    fn check(&self, state: StateId, key: &StateKey<'_>, access: Access) -> Result<()> {
+        self.states.get(state, access)?;
+        check_key_group(self.range, key.key_group)
     }
 
     fn addr(state: StateId, key: &StateKey<'_>) -> Address {
@@ -148,25 +121,11 @@ impl KeyedStateBackend for ModelBackend {
     }
 
     fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId> {
-        if let Some(i) = self
-            .descriptors
-            .iter()
-            .position(|d| d.name == descriptor.name)
-        {
-            if &self.descriptors[i] == descriptor {
-                return Ok(StateId(i as u32));
-            }
-            return Err(StateError::DuplicateState {
-                name: descriptor.name.clone(),
-                existing: format!("{:?}", self.descriptors[i].kind),
-            });
-        }
-        self.descriptors.push(descriptor.clone());
-        Ok(StateId(self.descriptors.len() as u32 - 1))
+        self.states.register(descriptor)
     }
 
     fn descriptors(&self) -> &[StateDescriptor] {
-        &self.descriptors
+        self.states.descriptors()
     }
 
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
@@ -238,7 +197,7 @@ impl KeyedStateBackend for ModelBackend {
     }
 
     fn get_value(&mut self, state: StateId, key: StateKey<'_>) -> Result<Option<Cow<'_, [u8]>>> {
-        self.check(state, &key, "value")?;
+        self.check(state, &key, Access::Value)?;
         Ok(match self.current().get(&Self::addr(state, &key)) {
             Some(Content::Value(v)) => Some(Cow::Borrowed(v.as_slice())),
             _ => None,
@@ -246,20 +205,20 @@ impl KeyedStateBackend for ModelBackend {
     }
 
     fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> Result<()> {
-        self.check(state, &key, "value")?;
+        self.check(state, &key, Access::Value)?;
         self.writable()?
             .insert(Self::addr(state, &key), Content::Value(value.to_vec()));
         Ok(())
     }
 
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()> {
-        self.check(state, &key, "any")?;
+        self.check(state, &key, Access::Any)?;
         self.writable()?.remove(&Self::addr(state, &key));
         Ok(())
     }
 
     fn get_list(&mut self, state: StateId, key: StateKey<'_>) -> Result<Option<Cow<'_, [u8]>>> {
-        self.check(state, &key, "list")?;
+        self.check(state, &key, Access::List)?;
         Ok(match self.current().get(&Self::addr(state, &key)) {
             Some(Content::List(v)) => Some(Cow::Borrowed(v.as_slice())),
             _ => None,
@@ -267,7 +226,7 @@ impl KeyedStateBackend for ModelBackend {
     }
 
     fn append_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()> {
-        self.check(state, &key, "list")?;
+        self.check(state, &key, Access::List)?;
         let tables = self.writable()?;
         if payload.is_empty() {
             return Ok(());
@@ -283,7 +242,7 @@ impl KeyedStateBackend for ModelBackend {
     }
 
     fn replace_list(&mut self, state: StateId, key: StateKey<'_>, payload: &[u8]) -> Result<()> {
-        self.check(state, &key, "list")?;
+        self.check(state, &key, Access::List)?;
         let tables = self.writable()?;
         let addr = Self::addr(state, &key);
         if payload.is_empty() {
@@ -300,7 +259,7 @@ impl KeyedStateBackend for ModelBackend {
         key: StateKey<'_>,
         user_key: &[u8],
     ) -> Result<Option<Cow<'_, [u8]>>> {
-        self.check(state, &key, "map")?;
+        self.check(state, &key, Access::Map)?;
         Ok(match self.current().get(&Self::addr(state, &key)) {
             Some(Content::Map(m)) => m.get(user_key).map(|v| Cow::Borrowed(v.as_slice())),
             _ => None,
@@ -314,7 +273,7 @@ impl KeyedStateBackend for ModelBackend {
         user_key: &[u8],
         value: &[u8],
     ) -> Result<()> {
-        self.check(state, &key, "map")?;
+        self.check(state, &key, Access::Map)?;
         match self
             .writable()?
             .entry(Self::addr(state, &key))
@@ -327,7 +286,7 @@ impl KeyedStateBackend for ModelBackend {
     }
 
     fn map_remove(&mut self, state: StateId, key: StateKey<'_>, user_key: &[u8]) -> Result<()> {
-        self.check(state, &key, "map")?;
+        self.check(state, &key, Access::Map)?;
         let tables = self.writable()?;
         let addr = Self::addr(state, &key);
         if let Some(Content::Map(m)) = tables.get_mut(&addr) {
@@ -345,7 +304,7 @@ impl KeyedStateBackend for ModelBackend {
         key: StateKey<'_>,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()> {
-        self.check(state, &key, "map")?;
+        self.check(state, &key, Access::Map)?;
         if let Some(Content::Map(m)) = self.current().get(&Self::addr(state, &key)) {
             for (k, v) in m {
                 visit(k, v);
@@ -359,7 +318,7 @@ impl KeyedStateBackend for ModelBackend {
         Ok(Box::new(ModelSnapshot {
             max: self.max,
             range: self.range,
-            descriptors: self.descriptors.clone(),
+            descriptors: self.states.descriptors().to_vec(),
             tables: Arc::new(self.base.clone()),
         }))
     }
@@ -371,7 +330,7 @@ impl KeyedStateBackend for ModelBackend {
             key: entry.key,
             namespace: entry.namespace,
         };
-        self.check(entry.state, &key, "any")?;
+        self.check(entry.state, &key, Access::Any)?;
         let addr = Self::addr(entry.state, &key);
         match entry.payload {
             EntryPayload::Value(v) => {

@@ -19,51 +19,20 @@ mod undo;
 use std::borrow::Cow;
 
 use weir_types::{
-    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, TypesError,
+    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, TypesError,
 };
 
 use crate::backend::{KeyedStateBackend, StateId};
 use crate::epoch::EpochLog;
-use crate::error::{Result, StateError};
+use crate::error::Result;
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
+use crate::registry::{Access, StateRegistry, check_key_group};
 use bytes::SmallBytes;
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
 use table::{SlotKey, StateTable};
 use undo::{Undo, UndoTarget};
-
-/// The kind of access an operation makes, checked against the state's kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    Value,
-    List,
-    Map,
-    Any,
-}
-
-impl Access {
-    fn name(self) -> &'static str {
-        match self {
-            Access::Value => "value",
-            Access::List => "list",
-            Access::Map => "map",
-            Access::Any => "any",
-        }
-    }
-
-    fn allows(self, kind: StateKind) -> bool {
-        match self {
-            Access::Value => matches!(
-                kind,
-                StateKind::Value | StateKind::Reducing | StateKind::Aggregating
-            ),
-            Access::List => kind == StateKind::List,
-            Access::Map => kind == StateKind::Map,
-            Access::Any => true,
-        }
-    }
-}
 
 /// Keyed state of one subtask, held in memory (see the module docs).
 ///
@@ -75,7 +44,7 @@ impl Access {
 pub struct HeapKeyedStateBackend {
     max: MaxParallelism,
     range: KeyGroupRange,
-    descriptors: Vec<StateDescriptor>,
+    states: StateRegistry,
     data: Vec<StateData>,
     epochs: EpochLog,
     /// One undo log per pending epoch of `epochs`, in the same order.
@@ -96,7 +65,7 @@ impl HeapKeyedStateBackend {
         Ok(Self {
             max: max_parallelism,
             range: key_group_range,
-            descriptors: Vec::new(),
+            states: StateRegistry::default(),
             data: Vec::new(),
             epochs: EpochLog::new(),
             undo: Vec::new(),
@@ -106,23 +75,8 @@ impl HeapKeyedStateBackend {
     /// Checks that `state` exists and allows `access`, and that `key_group`
     /// is in range; returns the key group's index within the range.
     fn locate(&self, state: StateId, key_group: KeyGroup, access: Access) -> Result<usize> {
-        let d = self
-            .descriptors
-            .get(state.0 as usize)
-            .ok_or(StateError::UnknownState(state))?;
-        if !access.allows(d.kind) {
-            return Err(StateError::WrongKind {
-                name: d.name.clone(),
-                expected: access.name(),
-                actual: d.kind,
-            });
-        }
-        if !self.range.contains(key_group) {
-            return Err(StateError::KeyGroupOutOfRange {
-                key_group,
-                range: self.range,
-            });
-        }
+        self.states.get(state, access)?;
+        check_key_group(self.range, key_group)?;
         Ok((u32::from(key_group.0) - self.range.start()) as usize)
     }
 
@@ -239,29 +193,16 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     }
 
     fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId> {
-        if let Some(i) = self
-            .descriptors
-            .iter()
-            .position(|d| d.name == descriptor.name)
-        {
-            let existing = &self.descriptors[i];
-            if existing == descriptor {
-                return Ok(StateId(i as u32));
-            }
-            return Err(StateError::DuplicateState {
-                name: descriptor.name.clone(),
-                existing: format!("{} state of {}", existing.kind, existing.value_type),
-            });
+        if let Some(id) = self.states.lookup(descriptor)? {
+            return Ok(id);
         }
-        let id = StateId(self.descriptors.len() as u32);
         self.data
             .push(StateData::new(descriptor.kind, self.range.len() as usize));
-        self.descriptors.push(descriptor.clone());
-        Ok(id)
+        Ok(self.states.push(descriptor.clone()))
     }
 
     fn descriptors(&self) -> &[StateDescriptor] {
-        &self.descriptors
+        self.states.descriptors()
     }
 
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
@@ -470,7 +411,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     fn snapshot_sync(&mut self) -> Result<Box<dyn FrozenKeyedState>> {
         self.epochs.check_all_final()?;
         Ok(Box::new(HeapFrozenState::new(
-            &self.descriptors,
+            self.states.descriptors(),
             self.range,
             self.max,
             &self.data,
@@ -479,12 +420,11 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
 
     fn ingest(&mut self, entry: StateEntry<'_>) -> Result<()> {
         self.epochs.check_all_final()?;
-        let access = match entry.payload {
-            EntryPayload::Value(_) => Access::Value,
-            EntryPayload::List(_) => Access::List,
-            EntryPayload::MapEntry { .. } => Access::Map,
-        };
-        let group = self.locate(entry.state, entry.key_group, access)?;
+        let group = self.locate(
+            entry.state,
+            entry.key_group,
+            Access::of_payload(&entry.payload),
+        )?;
         let k = SlotKey::new(entry.key, entry.namespace);
         match (&mut self.data[entry.state.0 as usize], entry.payload) {
             (StateData::Bytes(table), EntryPayload::Value(value)) => {
