@@ -52,12 +52,14 @@ test-python: build ## Python tests (pytest), including Spark ones
 test: test-rust test-python ## Every test: what CI runs
 
 .PHONY: demo
-demo: build ## Run the main example: 1M keys, snapshot, restore at another parallelism
-	cargo run --release --quiet -p weir-testing --example rescale
+demo: build ## Run the main example: 1M keys, checkpoint, savepoint, restore at another parallelism, inspect
+	rm -rf $(CURDIR)/.demo
+	cargo run --release --quiet -p weir-testing --example rescale -- 1000000 $(CURDIR)/.demo
+	cargo run --release --quiet -p weir-cli -- savepoint info $(CURDIR)/.demo/savepoints/savepoint-demo-1
 
 .PHONY: bench
 bench: sys-deps ## Criterion benchmarks of the state engine
-	cargo bench -p weir-snapshot -p weir-state -p weir-state-rocksdb
+	cargo bench -p weir-state -p weir-state-rocksdb
 
 .PHONY: lint
 lint: build ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest

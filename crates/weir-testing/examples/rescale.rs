@@ -1,28 +1,32 @@
 //! The state engine end to end: fill 1,000,000 keys into two heap subtasks,
 //! snapshot them (synchronous part, then the asynchronous part writing
-//! key-group-indexed files), restore the snapshot at parallelism 3 into both
-//! the heap and the RocksDB backend, and check every key landed in exactly
-//! the subtask that owns its key group, with its value and list intact.
+//! key-group-indexed files into checkpoint storage), complete checkpoint 1
+//! (`_metadata`), copy it into a self-contained savepoint, restore the
+//! savepoint at parallelism 3 into both the heap and the RocksDB backend, and
+//! check every key landed in exactly the subtask that owns its key group, with
+//! its value and list intact.
 //!
-//! Run: `cargo run --release -p weir-testing --example rescale [-- KEYS]`.
+//! Run: `cargo run --release -p weir-testing --example rescale [-- KEYS [OUT_DIR]]`;
+//! the checkpoint and the savepoint stay in OUT_DIR (default: a temporary
+//! directory) for `weir savepoint info OUT_DIR/savepoints/savepoint-demo-1`.
 
 use std::error::Error;
-use std::sync::Arc;
 use std::time::Instant;
 
-use object_store::local::LocalFileSystem;
-use object_store::path::Path;
-use weir_snapshot::{
-    FullSnapshotOptions, KeyedStateHandle, SnapshotStorage, restore_keyed, spawn_full_snapshot,
+use weir_checkpoint::{
+    CheckpointKind, CheckpointMetadata, CheckpointStorage, OperatorStateMeta, StorageLocation,
+    StorageOptions, SubtaskStateMeta, create_savepoint, layout,
 };
+use weir_snapshot::{FullSnapshotOptions, KeyedStateHandle, restore_keyed, spawn_full_snapshot};
 use weir_state::{
     HeapKeyedStateBackend, KeyedStateBackend, StateError, StateId, StateKey, list_items,
     push_list_item,
 };
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_types::{
-    Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind,
-    SubtaskIndex, Value, ValueType, decode_value, encode_key, encode_value, key_group_of,
+    Attempt, CheckpointId, Epoch, JobId, KeyGroup, KeyGroupRange, MaxParallelism, OperatorUid,
+    StateDescriptor, StateKind, SubtaskIndex, Value, ValueType, decode_value, encode_key,
+    encode_value, key_group_of,
 };
 
 const OLD_PARALLELISM: u32 = 2;
@@ -122,11 +126,24 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     let max = MaxParallelism::new(128)?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let dir = tempfile::tempdir()?;
-    let storage = SnapshotStorage {
-        store: Arc::new(LocalFileSystem::new_with_prefix(dir.path())?),
-        root: Path::from("job"),
+    let temp = tempfile::tempdir()?;
+    let out = match std::env::args().nth(2) {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => temp.path().to_path_buf(),
     };
+    if out.join("savepoints").exists() {
+        return Err(format!(
+            "{} already holds a savepoint; remove it or pick another directory",
+            out.display()
+        )
+        .into());
+    }
+    let options = StorageOptions::default();
+    let checkpoints = StorageLocation::parse(&out.join("checkpoints").to_string_lossy(), &options)?;
+    let checkpoint_storage = CheckpointStorage::filesystem(&checkpoints, JobId::new("demo")?)?;
+    let storage = checkpoint_storage.state_storage();
+    let uid = OperatorUid::new("average")?;
+    let checkpoint = CheckpointId(1);
     println!(
         "weir state engine: {keys} keys, max parallelism {max}, parallelism {OLD_PARALLELISM} -> {NEW_PARALLELISM}"
     );
@@ -160,7 +177,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("filled {keys} keys x 2 states in {:.2?}", started.elapsed());
 
     // Snapshot: the synchronous part per subtask, then the asynchronous part.
-    let mut handles = Vec::new();
+    let mut subtasks = Vec::new();
     for (s, b) in old.iter_mut().enumerate() {
         let sync_started = Instant::now();
         let frozen = b.snapshot_sync()?;
@@ -173,7 +190,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             runtime.handle(),
             frozen,
             &storage,
-            &format!("chk-1/demo/{s}"),
+            &format!(
+                "{}/keyed",
+                layout::subtask_dir(checkpoint, &uid, SubtaskIndex(s as u32))
+            ),
             options,
         ))?;
         println!(
@@ -183,9 +203,50 @@ fn main() -> Result<(), Box<dyn Error>> {
             outcome.handle.entries,
             outcome.handle.file.size,
         );
-        handles.push(KeyedStateHandle::Full(outcome.handle));
+        subtasks.push(SubtaskStateMeta {
+            subtask: SubtaskIndex(s as u32),
+            keyed: Some(KeyedStateHandle::Full(outcome.handle)),
+            operator_state: None,
+        });
     }
     drop(old);
+
+    // Complete checkpoint 1, then copy it into a self-contained savepoint.
+    let mut metadata = CheckpointMetadata::new(
+        JobId::new("demo")?,
+        checkpoint,
+        CheckpointKind::Checkpoint,
+        Epoch(1),
+    );
+    metadata.timestamp_millis = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?;
+    metadata.operators.push(OperatorStateMeta {
+        uid: uid.clone(),
+        parallelism: OLD_PARALLELISM,
+        max_parallelism: max,
+        key_types: Some(vec![ValueType::Int64]),
+        states: descriptors()?.to_vec(),
+        subtasks,
+    });
+    let savepoint = runtime.block_on(async {
+        checkpoint_storage.complete(&metadata).await?;
+        let savepoints =
+            StorageLocation::parse(&out.join("savepoints").to_string_lossy(), &options)?;
+        create_savepoint(&checkpoint_storage.open(checkpoint).await?, &savepoints).await
+    })?;
+    println!(
+        "checkpoint 1 complete; savepoint at {}",
+        savepoint.base().url()
+    );
+    let handles: Vec<KeyedStateHandle> = savepoint.metadata().operators[0]
+        .subtasks
+        .iter()
+        .filter_map(|s| s.keyed.clone())
+        .collect();
+    let savepoint_storage = runtime.block_on(savepoint.state_storage())?;
 
     // Restore at parallelism 3, into heap and into RocksDB.
     for backend_name in ["heap", "rocksdb"] {
@@ -195,7 +256,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             let mut backend: Box<dyn KeyedStateBackend> = match backend_name {
                 "heap" => Box::new(HeapKeyedStateBackend::new(max, range)?),
                 _ => Box::new(RocksDbKeyedStateBackend::open(RocksDbOptions::new(
-                    dir.path().join(format!("rocksdb-{s}")),
+                    temp.path().join(format!("rocksdb-{s}")),
                     max,
                     range,
                 ))?),
@@ -203,8 +264,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             let stats = runtime.block_on(restore_keyed(
                 backend.as_mut(),
                 &handles,
-                &*storage.store,
-                &storage.root,
+                &*savepoint_storage.store,
+                &savepoint_storage.root,
             ))?;
             println!(
                 "restored subtask {s}/{NEW_PARALLELISM} {range} into {backend_name}: {} entries from {} key groups of {} files",
