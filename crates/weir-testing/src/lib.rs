@@ -5,5 +5,5 @@
 pub mod model;
 pub mod ops;
 
-pub use model::{Content, ModelBackend, dump};
+pub use model::{Content, Dump, ModelBackend, dump};
 pub use ops::{Driver, Op, Outcome, descriptors, op, run_and_compare};

@@ -3,6 +3,7 @@
 //! full contents at every snapshot.
 
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 use weir_state::{HeapKeyedStateBackend, KeyedStateBackend};
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_testing::{ModelBackend, Op, op, run_and_compare};

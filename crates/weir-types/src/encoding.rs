@@ -93,10 +93,12 @@ pub fn encode_value(value: &Value, ty: &ValueType, out: &mut Vec<u8>) -> Result<
 pub fn encode_key(columns: &[Value], types: &[ValueType], out: &mut Vec<u8>) -> Result<()> {
     if columns.len() != types.len() {
         return Err(TypesError::TypeMismatch {
-            expected: ValueType::Struct {
-                fields: Vec::new(),
-            },
-            value: format!("a key of {} columns where {} are declared", columns.len(), types.len()),
+            expected: ValueType::Struct { fields: Vec::new() },
+            value: format!(
+                "a key of {} columns where {} are declared",
+                columns.len(),
+                types.len()
+            ),
         });
     }
     for (v, t) in columns.iter().zip(types) {
@@ -209,9 +211,7 @@ pub fn decode_value(bytes: &[u8], ty: &ValueType) -> Result<Value> {
 
 /// Decodes a key encoded by [`encode_key`] into its columns.
 pub fn decode_key(bytes: &[u8], types: &[ValueType]) -> Result<Vec<Value>> {
-    let key_type = ValueType::Struct {
-        fields: Vec::new(),
-    };
+    let key_type = ValueType::Struct { fields: Vec::new() };
     let mut r = Reader {
         buf: bytes,
         ty: &key_type,
@@ -278,10 +278,18 @@ mod tests {
         let types = [ValueType::Utf8, ValueType::Utf8];
         let mut a = Vec::new();
         let mut b = Vec::new();
-        encode_key(&[Value::Utf8("ab".into()), Value::Utf8("c".into())], &types, &mut a)
-            .expect("ok");
-        encode_key(&[Value::Utf8("a".into()), Value::Utf8("bc".into())], &types, &mut b)
-            .expect("ok");
+        encode_key(
+            &[Value::Utf8("ab".into()), Value::Utf8("c".into())],
+            &types,
+            &mut a,
+        )
+        .expect("ok");
+        encode_key(
+            &[Value::Utf8("a".into()), Value::Utf8("bc".into())],
+            &types,
+            &mut b,
+        )
+        .expect("ok");
         assert_ne!(a, b);
         assert_eq!(
             decode_key(&a, &types).expect("ok"),

@@ -23,7 +23,9 @@ pub enum TypesError {
         max: u32,
     },
     /// A subtask index not below the parallelism.
-    #[error("subtask index {index} is out of range for parallelism {parallelism}: use 0..{parallelism}")]
+    #[error(
+        "subtask index {index} is out of range for parallelism {parallelism}: use 0..{parallelism}"
+    )]
     InvalidSubtask {
         /// The rejected index.
         index: u32,

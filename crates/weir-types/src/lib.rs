@@ -26,13 +26,11 @@ mod value;
 mod value_type;
 
 pub use descriptor::{StateDescriptor, StateKind, TtlConfig, TtlUpdate};
-pub use encoding::{
-    decode_key, decode_value, encode_key, encode_value, read_varint, write_varint,
-};
+pub use encoding::{decode_key, decode_value, encode_key, encode_value, read_varint, write_varint};
 pub use error::{Result, TypesError};
 pub use ids::{Attempt, CheckpointId, Epoch, JobId, OperatorUid, SubtaskIndex};
-pub use key_group::{key_group_of, KeyGroup, KeyGroupRange, MaxParallelism};
-pub use spark_hash::{hash_bytes, hash_int, hash_long, hash_values, SPARK_HASH_SEED};
+pub use key_group::{KeyGroup, KeyGroupRange, MaxParallelism, key_group_of};
+pub use spark_hash::{SPARK_HASH_SEED, hash_bytes, hash_int, hash_long, hash_values};
 pub use value::Value;
 pub use value_type::{Field, ValueType};
 

@@ -32,7 +32,12 @@ pub enum Value {
 
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn join(f: &mut fmt::Formatter<'_>, items: &[Value], open: &str, close: &str) -> fmt::Result {
+        fn join(
+            f: &mut fmt::Formatter<'_>,
+            items: &[Value],
+            open: &str,
+            close: &str,
+        ) -> fmt::Result {
             f.write_str(open)?;
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {

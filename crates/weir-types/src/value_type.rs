@@ -91,9 +91,7 @@ impl ValueType {
             ValueType::Float64 => DataType::Float64,
             ValueType::Utf8 => DataType::Utf8,
             ValueType::Binary | ValueType::Pickle => DataType::Binary,
-            ValueType::List { item } => {
-                DataType::List(item.to_arrow_field("item", true).into())
-            }
+            ValueType::List { item } => DataType::List(item.to_arrow_field("item", true).into()),
             ValueType::Struct { fields } => DataType::Struct(Fields::from(
                 fields
                     .iter()
@@ -105,7 +103,10 @@ impl ValueType {
 
     /// The Weir type of an Arrow field (honouring the pickle marker).
     pub fn from_arrow_field(field: &ArrowField) -> Result<Self> {
-        if field.metadata().get(PICKLE_METADATA_KEY).map(String::as_str)
+        if field
+            .metadata()
+            .get(PICKLE_METADATA_KEY)
+            .map(String::as_str)
             == Some(PICKLE_METADATA_VALUE)
         {
             return Ok(ValueType::Pickle);

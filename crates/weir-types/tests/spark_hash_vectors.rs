@@ -2,7 +2,7 @@
 //! must equal Weir's, bit for bit, for every type and for chained columns.
 
 use serde_json::Value as Json;
-use weir_types::{hash_values, key_group_of, MaxParallelism, Value};
+use weir_types::{MaxParallelism, Value, hash_values, key_group_of};
 
 fn column(c: &Json) -> Value {
     let v = &c["value"];
