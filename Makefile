@@ -64,7 +64,7 @@ bench: sys-deps ## Criterion benchmarks of the state engine
 .PHONY: lint
 lint: build ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest
 	cargo fmt --all --check
-	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 	ci/check-no-pyo3.sh
 	$(VENV)/bin/ruff check python tests ci
 	$(VENV)/bin/mypy --strict python/weir
