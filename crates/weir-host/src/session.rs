@@ -1,0 +1,162 @@
+//! Batched state access of one operator subtask.
+
+use arrow_array::{ArrayRef, BinaryArray};
+use serde::{Deserialize, Serialize};
+use weir_state::{RedistributionMode, StateId};
+use weir_types::{
+    Attempt, Epoch, KeyGroupRange, MaxParallelism, OperatorUid, StateDescriptor, SubtaskIndex,
+    ValueType,
+};
+
+use crate::batch::KeyBatch;
+use crate::error::Result;
+
+/// Which keyed state backend holds a subtask's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendSpec {
+    /// Hash tables in memory, copy-on-write snapshots.
+    Heap,
+    /// RocksDB in a directory the engine (or host) picks under its work dir.
+    RocksDb,
+}
+
+/// Identifies a subtask and how its state is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskSpec {
+    /// The operator's uid.
+    pub uid: OperatorUid,
+    /// The subtask index, `< parallelism`.
+    pub subtask: SubtaskIndex,
+    /// The operator's parallelism.
+    pub parallelism: u32,
+    /// The number of key groups.
+    pub max_parallelism: MaxParallelism,
+    /// The keyed state backend.
+    pub backend: BackendSpec,
+    /// The types of the key columns, recorded in snapshots; `None` until the
+    /// first keyed access tells them.
+    pub key_types: Option<Vec<ValueType>>,
+}
+
+/// The entries of a map state for each key of a batch: the entries of key `i`
+/// are rows `offsets[i]..offsets[i + 1]` of `user_keys` and `values`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapEntries {
+    /// `keys + 1` offsets into the entry arrays.
+    pub offsets: Vec<u32>,
+    /// Encoded user keys.
+    pub user_keys: BinaryArray,
+    /// Encoded values.
+    pub values: BinaryArray,
+}
+
+/// A built-in aggregate run in Rust over a whole batch (no per-record Python).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NativeAggregate {
+    /// Number of rows.
+    Count,
+    /// Sum of the input column.
+    Sum,
+    /// Smallest input.
+    Min,
+    /// Largest input.
+    Max,
+    /// Arithmetic mean (the state keeps sum and count).
+    Mean,
+}
+
+/// Batched keyed and operator state of one subtask, the same whether the
+/// state lives in this process or in a state host.
+///
+/// Values are encoded bytes in nullable `BinaryArray`s: a null read means
+/// "absent", a null write means "clear". Every batch method takes one row per
+/// access, in order; later rows see the writes of earlier ones.
+pub trait SubtaskSession {
+    /// The subtask this session serves.
+    fn spec(&self) -> &SubtaskSpec;
+
+    /// The key groups this subtask owns.
+    fn key_group_range(&self) -> KeyGroupRange;
+
+    /// Registers a keyed state (idempotent for an identical descriptor).
+    fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId>;
+
+    /// Registers an operator (non-keyed) list state.
+    fn register_operator_state(&mut self, name: &str, mode: RedistributionMode)
+    -> Result<StateId>;
+
+    /// Folds epochs `<= final_epoch` into the base, then starts `attempt` of
+    /// `epoch` (discarding the writes of an earlier attempt of it).
+    fn begin(&mut self, epoch: Epoch, attempt: Attempt, final_epoch: Option<Epoch>) -> Result<()>;
+
+    /// Ends `attempt` of `epoch`; its writes stay until finalized or discarded.
+    fn commit(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()>;
+
+    /// Values of a value, reducing or aggregating state.
+    fn get_values(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray>;
+
+    /// Writes (null: clears) values of a value, reducing or aggregating state.
+    fn put_values(&mut self, state: StateId, keys: &KeyBatch, values: &BinaryArray) -> Result<()>;
+
+    /// Values decoded into an Arrow array of the state's type (vectorized path).
+    fn get_batch(&mut self, state: StateId, keys: &KeyBatch) -> Result<ArrayRef>;
+
+    /// Writes values given as an Arrow array of the state's type (null: clears).
+    fn put_batch(&mut self, state: StateId, keys: &KeyBatch, values: &ArrayRef) -> Result<()>;
+
+    /// Folds `inputs` (one per row) into the state with a built-in aggregate
+    /// and returns the aggregate after each row.
+    fn aggregate(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        inputs: &ArrayRef,
+        function: NativeAggregate,
+    ) -> Result<ArrayRef>;
+
+    /// List payloads of a list state (null: empty list).
+    fn get_lists(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray>;
+
+    /// Appends list payloads to a list state.
+    fn append_lists(&mut self, state: StateId, keys: &KeyBatch, payloads: &BinaryArray)
+    -> Result<()>;
+
+    /// Replaces the lists of a list state (null or empty payload: clears).
+    fn replace_lists(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        payloads: &BinaryArray,
+    ) -> Result<()>;
+
+    /// Every entry of a map state, per key.
+    fn map_entries(&mut self, state: StateId, keys: &KeyBatch) -> Result<MapEntries>;
+
+    /// One entry of a map state per row (null: absent).
+    fn map_get(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        user_keys: &BinaryArray,
+    ) -> Result<BinaryArray>;
+
+    /// Sets one entry of a map state per row (null value: removes it).
+    fn map_put(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        user_keys: &BinaryArray,
+        values: &BinaryArray,
+    ) -> Result<()>;
+
+    /// Clears whatever `state` holds for each key (any kind).
+    fn clear(&mut self, state: StateId, keys: &KeyBatch) -> Result<()>;
+
+    /// The items of an operator list state.
+    fn operator_state(&mut self, state: StateId) -> Result<Vec<Vec<u8>>>;
+
+    /// Replaces the items of an operator list state.
+    fn set_operator_state(&mut self, state: StateId, items: Vec<Vec<u8>>) -> Result<()>;
+}
