@@ -8,6 +8,8 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
+use weir_checkpoint::CheckpointError as CoreCheckpointError;
+use weir_coordinator::DriverError;
 use weir_types::TypesError;
 
 pyo3::create_exception!(
@@ -102,6 +104,18 @@ pub(crate) enum PyWeirError {
         /// The accepted names, comma separated.
         supported: &'static str,
     },
+    /// Checkpoint storage, metadata, savepoints or restore planning failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CoreCheckpointError),
+    /// The checkpoint coordinator could not start or act.
+    #[error(transparent)]
+    Coordinator(#[from] DriverError),
+    /// An argument the core cannot take; the message says the fix.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Local I/O of the binding itself (threads, runtimes) failed.
+    #[error("{0}")]
+    Io(String),
     /// A key with no columns: Spark's `hash` needs at least one.
     #[error("a key needs at least one column: pass one or more key values")]
     NoKeyColumns,
@@ -138,7 +152,10 @@ impl From<PyWeirError> for PyErr {
             | PyWeirError::UnknownColumnType { .. }
             | PyWeirError::NoKeyColumns
             | PyWeirError::ColumnCountMismatch { .. }
-            | PyWeirError::ColumnValue { .. } => invalid_argument(message),
+            | PyWeirError::ColumnValue { .. }
+            | PyWeirError::InvalidArgument(_) => invalid_argument(message),
+            PyWeirError::Checkpoint(err) => checkpoint_error(&err, message),
+            PyWeirError::Coordinator(_) | PyWeirError::Io(_) => CheckpointError::new_err(message),
         }
     }
 }
@@ -159,6 +176,26 @@ fn types_error(err: TypesError, message: String) -> PyErr {
         | TypesError::UnsupportedArrowType { .. } => invalid_argument(message),
         // Bytes that fail to decode were written or stored wrongly: not the caller's argument.
         TypesError::Corrupt { .. } => StateBackendError::new_err(message),
+    }
+}
+
+/// Corrupt or unreadable stored checkpoints are format errors; a refused
+/// restore (non-restored state, max parallelism change) is the caller's to fix.
+fn checkpoint_error(err: &CoreCheckpointError, message: String) -> PyErr {
+    match err {
+        CoreCheckpointError::NonRestoredState { .. }
+        | CoreCheckpointError::MaxParallelismChanged { .. } => invalid_argument(message),
+        CoreCheckpointError::NotMetadata { .. }
+        | CoreCheckpointError::Truncated { .. }
+        | CoreCheckpointError::ChecksumMismatch { .. }
+        | CoreCheckpointError::NewerVersion { .. }
+        | CoreCheckpointError::MalformedMetadata { .. }
+        | CoreCheckpointError::InconsistentMetadata { .. }
+        | CoreCheckpointError::CorruptStateFile { .. } => SavepointFormatError::new_err(message),
+        CoreCheckpointError::InvalidUrl { .. } | CoreCheckpointError::UnknownStorageOption { .. } => {
+            invalid_argument(message)
+        }
+        _ => CheckpointError::new_err(message),
     }
 }
 

@@ -4,6 +4,7 @@
 //! the exception hierarchy in `errors.rs`; the logic lives in the core crates.
 //! This file only registers. Users import the typed wrappers in `python/weir`.
 
+mod coordinator;
 mod errors;
 mod key_groups;
 
@@ -30,6 +31,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<SavepointFormatError>(),
     )?;
     m.add(INVALID_ARGUMENT_ERROR, errors::invalid_argument_error(py)?)?;
+    m.add_class::<coordinator::PyCoordinator>()?;
     m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;
