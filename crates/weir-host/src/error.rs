@@ -38,6 +38,15 @@ pub enum HostError {
     /// The handshake carried a wrong job token.
     #[error("the state host refused the connection: wrong job token")]
     Unauthorized,
+    /// The state host refused a request with an error of its own kind; only
+    /// its kind and message cross the socket.
+    #[error("{message}")]
+    Remote {
+        /// Which kind of error the host had.
+        kind: RemoteErrorKind,
+        /// The host's explanation.
+        message: String,
+    },
     /// A local file or socket operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -47,6 +56,23 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The kind of an error a state host reports for a request (the variant of
+/// its [`HostError`] that has no wire form of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteErrorKind {
+    /// A [`HostError::State`] in the host: a state access was refused.
+    State,
+    /// A [`HostError::Types`] in the host: a value, key or descriptor is invalid.
+    Types,
+    /// A [`HostError::Snapshot`] in the host: writing or reading a snapshot failed.
+    Snapshot,
+    /// A [`HostError::Checkpoint`] in the host: checkpoint storage or metadata failed.
+    Checkpoint,
+    /// A [`HostError::Io`] in the host: a local file operation failed.
+    Io,
 }
 
 impl HostError {

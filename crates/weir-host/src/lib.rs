@@ -14,5 +14,5 @@ mod error;
 mod session;
 
 pub use batch::KeyBatch;
-pub use error::{HostError, Result};
+pub use error::{HostError, RemoteErrorKind, Result};
 pub use session::{BackendSpec, MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec};
