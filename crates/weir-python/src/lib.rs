@@ -4,6 +4,7 @@
 //! the exception hierarchy in `errors.rs`; the logic lives in the core crates.
 //! This file only registers. Users import the typed wrappers in `python/weir`.
 
+mod checkpoints;
 mod coordinator;
 mod errors;
 mod key_groups;
@@ -32,6 +33,9 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add(INVALID_ARGUMENT_ERROR, errors::invalid_argument_error(py)?)?;
     m.add_class::<coordinator::PyCoordinator>()?;
+    m.add_function(wrap_pyfunction!(checkpoints::latest_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;

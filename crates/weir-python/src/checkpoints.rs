@@ -1,0 +1,84 @@
+//! Reading completed checkpoints and savepoints for a restore: the driver
+//! finds the one to restore, reads its `_metadata` (as JSON) and checks that
+//! the job can take its state before any task starts.
+
+use pyo3::prelude::*;
+use tokio::runtime::Runtime;
+use weir_checkpoint::{
+    CheckpointStorage, JobOperator, ResolvedSnapshot, RestorePlan, StorageLocation,
+    StorageOptions, layout,
+};
+use weir_types::{JobId, MaxParallelism, OperatorUid};
+
+use crate::errors::PyWeirError;
+
+fn runtime() -> Result<Runtime, PyWeirError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PyWeirError::Io(format!("cannot start an I/O runtime: {e}")))
+}
+
+fn resolve(path: &str) -> Result<ResolvedSnapshot, PyWeirError> {
+    let location = StorageLocation::parse(path, &StorageOptions::default())?;
+    Ok(runtime()?.block_on(ResolvedSnapshot::open(&location))?)
+}
+
+/// The URL of the newest completed checkpoint of job `job_id` under
+/// `checkpoint_dir`, or `None` when the job has none.
+#[pyfunction]
+pub(crate) fn latest_checkpoint(
+    py: Python<'_>,
+    checkpoint_dir: &str,
+    job_id: &str,
+) -> PyResult<Option<String>> {
+    let location = StorageLocation::parse(checkpoint_dir, &StorageOptions::default())
+        .map_err(PyWeirError::from)?;
+    let job = JobId::new(job_id).map_err(PyWeirError::from)?;
+    py.detach(|| {
+        let storage = CheckpointStorage::filesystem(&location, job)?;
+        let latest = runtime()?.block_on(storage.latest_completed())?;
+        Ok::<_, PyWeirError>(latest.map(|metadata| {
+            format!(
+                "{}/{}",
+                storage.job_dir().url().trim_end_matches('/'),
+                layout::checkpoint_dir(metadata.checkpoint_id)
+            )
+        }))
+    })
+    .map_err(PyErr::from)
+}
+
+/// The `_metadata` of the checkpoint or savepoint at `path`, as JSON.
+#[pyfunction]
+pub(crate) fn read_checkpoint(py: Python<'_>, path: &str) -> PyResult<String> {
+    let resolved = py.detach(|| resolve(path))?;
+    serde_json::to_string(resolved.metadata())
+        .map_err(|e| PyWeirError::Io(format!("cannot render the metadata of {path}: {e}")).into())
+}
+
+/// Checks that a job made of `operators` (`(uid, parallelism, max_parallelism)`)
+/// can restore the checkpoint or savepoint at `path`; returns the uids of
+/// stored operators the job drops (only with `allow_non_restored_state`).
+#[pyfunction]
+pub(crate) fn check_restore(
+    py: Python<'_>,
+    path: &str,
+    operators: Vec<(String, u32, u32)>,
+    allow_non_restored_state: bool,
+) -> PyResult<Vec<String>> {
+    let operators = operators
+        .into_iter()
+        .map(|(uid, parallelism, max_parallelism)| {
+            Ok(JobOperator {
+                uid: OperatorUid::new(uid)?,
+                parallelism,
+                max_parallelism: MaxParallelism::new(max_parallelism)?,
+            })
+        })
+        .collect::<Result<Vec<_>, PyWeirError>>()?;
+    let resolved = py.detach(|| resolve(path))?;
+    let plan = RestorePlan::new(resolved.metadata(), &operators, allow_non_restored_state)
+        .map_err(PyWeirError::from)?;
+    Ok(plan.dropped.iter().map(|uid| uid.to_string()).collect())
+}
