@@ -68,6 +68,10 @@ pub struct SubtaskRestore {
     pub keyed: Vec<KeyedStateHandle>,
     /// The operator state files it redistributes (see the module docs).
     pub operator_state: Vec<StateFile>,
+    /// Whether the parallelism changed: then `operator_state` holds every
+    /// old subtask's file, to redistribute with `weir_state::redistribute`;
+    /// otherwise at most this subtask's own file, to restore as it is.
+    pub rescaled: bool,
 }
 
 /// The restore decision for a whole job.
@@ -149,6 +153,7 @@ fn assign(stored: &OperatorStateMeta, op: &JobOperator) -> Result<RestoredOperat
                 key_group_range: range,
                 keyed,
                 operator_state,
+                rescaled,
             })
         })
         .collect::<Result<_>>()?;

@@ -10,6 +10,7 @@
 //!   [`weir_state::push_list_item`]).
 
 mod batch;
+pub mod engine;
 mod error;
 mod session;
 

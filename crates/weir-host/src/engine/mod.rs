@@ -1,0 +1,164 @@
+//! The in-process state engine: one operator subtask's keyed state (heap or
+//! RocksDB) and operator state, served through [`SubtaskSession`].
+//!
+//! - [`Subtask`] owns the backends; its session methods loop over a batch's
+//!   rows and call the backend, so later rows see earlier rows' writes.
+//! - [`Subtask::snapshot_sync`] is the synchronous part of a snapshot; the
+//!   returned [`SubtaskSnapshot`] uploads itself ([`SubtaskSnapshot::upload`])
+//!   as a cancelable [`UploadFuture`].
+//! - [`Subtask::restore`] fills a fresh subtask from a
+//!   [`SubtaskRestore`] of a [`weir_checkpoint::RestorePlan`].
+//!
+//! [`SubtaskSession`]: crate::SubtaskSession
+
+mod aggregate;
+mod columns;
+mod restore;
+mod session;
+mod upload;
+mod workdir;
+
+use std::path::Path;
+
+use weir_state::{HeapKeyedStateBackend, KeyedStateBackend, OperatorStateStore, StateId};
+use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
+use weir_types::{Epoch, KeyGroupRange, StateDescriptor, ValueType};
+
+use crate::error::{HostError, Result};
+use crate::session::{BackendSpec, SubtaskSpec};
+
+pub use aggregate::accumulator_type;
+pub use upload::{SubtaskSnapshot, SubtaskUpload, UploadFuture};
+pub use weir_checkpoint::SubtaskRestore;
+
+use workdir::OwnedDir;
+
+/// One operator subtask's keyed and operator state, in this process.
+///
+/// Implements [`SubtaskSession`](crate::SubtaskSession). Epochs follow the
+/// backend contract of [`weir_state::KeyedStateBackend`]: `begin` starts an
+/// attempt (dropping the writes of an earlier attempt of the same epoch),
+/// `commit` ends it, and epochs become final when a later `begin` names them
+/// (or [`Subtask::finalize_up_to`] does).
+pub struct Subtask {
+    spec: SubtaskSpec,
+    range: KeyGroupRange,
+    keyed: Box<dyn KeyedStateBackend>,
+    operator: OperatorStateStore,
+    /// The newest epoch begun, so a snapshot can finalize everything committed.
+    last_begun: Option<Epoch>,
+    /// Reused encoding buffer of the per-row paths.
+    scratch: Vec<u8>,
+    /// The RocksDB directory, removed on drop; declared after `keyed` so the
+    /// database closes before its files go.
+    _dir: Option<OwnedDir>,
+}
+
+impl std::fmt::Debug for Subtask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subtask")
+            .field("spec", &self.spec)
+            .field("range", &self.range)
+            .field("last_begun", &self.last_begun)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subtask {
+    /// Opens empty state. RocksDB lives in a fresh directory under
+    /// `work_dir`, removed when the subtask is dropped.
+    pub fn open(spec: SubtaskSpec, work_dir: &Path) -> Result<Self> {
+        let range =
+            KeyGroupRange::for_subtask(spec.max_parallelism, spec.parallelism, spec.subtask)?;
+        let (keyed, dir): (Box<dyn KeyedStateBackend>, _) = match spec.backend {
+            BackendSpec::Heap => (
+                Box::new(HeapKeyedStateBackend::new(spec.max_parallelism, range)?),
+                None,
+            ),
+            BackendSpec::RocksDb => {
+                let dir =
+                    OwnedDir::create(work_dir, &format!("rocksdb-{}-{}", spec.uid, spec.subtask))?;
+                let options = RocksDbOptions::new(dir.path(), spec.max_parallelism, range);
+                let backend = RocksDbKeyedStateBackend::open(options)
+                    .map_err(weir_state::StateError::from)?;
+                (Box::new(backend), Some(dir))
+            }
+        };
+        Ok(Self {
+            spec,
+            range,
+            keyed,
+            operator: OperatorStateStore::new(),
+            last_begun: None,
+            scratch: Vec::new(),
+            _dir: dir,
+        })
+    }
+
+    /// Records the key columns' types (kept in snapshots); setting them again
+    /// must give the same types.
+    pub fn set_key_types(&mut self, types: Vec<ValueType>) -> Result<()> {
+        match &self.spec.key_types {
+            Some(existing) if *existing != types => Err(HostError::InvalidRequest(format!(
+                "the key columns of operator {} are {}; they cannot change to {}",
+                self.spec.uid,
+                render_types(existing),
+                render_types(&types)
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                self.spec.key_types = Some(types);
+                Ok(())
+            }
+        }
+    }
+
+    /// The keyed states registered so far, indexed by [`StateId`].
+    pub fn descriptors(&self) -> &[StateDescriptor] {
+        self.keyed.descriptors()
+    }
+
+    /// The last finalized epoch, if any.
+    pub fn last_final_epoch(&self) -> Option<Epoch> {
+        self.keyed.last_final_epoch()
+    }
+
+    /// Makes every epoch `<= epoch` final (they must be committed).
+    pub fn finalize_up_to(&mut self, epoch: Epoch) -> Result<()> {
+        self.keyed.finalize_up_to(epoch)?;
+        self.operator.finalize_up_to(epoch)?;
+        Ok(())
+    }
+
+    /// Makes every epoch begun so far final; fails if the newest one is
+    /// still open (commit it first).
+    pub fn finalize_all(&mut self) -> Result<()> {
+        match self.last_begun {
+            Some(epoch) => self.finalize_up_to(epoch),
+            None => Ok(()),
+        }
+    }
+
+    /// Drops the writes of `epoch` and every later epoch (an aborted epoch).
+    pub fn discard_from(&mut self, epoch: Epoch) -> Result<()> {
+        self.keyed.discard_from(epoch)?;
+        self.operator.discard_from(epoch)?;
+        Ok(())
+    }
+
+    /// The descriptor of a registered keyed state.
+    fn descriptor(&self, state: StateId) -> Result<&StateDescriptor> {
+        self.keyed
+            .descriptors()
+            .get(state.0 as usize)
+            .ok_or(HostError::State(weir_state::StateError::UnknownState(
+                state,
+            )))
+    }
+}
+
+/// Types as `int64, string` for messages.
+fn render_types(types: &[ValueType]) -> String {
+    let rendered: Vec<String> = types.iter().map(ToString::to_string).collect();
+    format!("[{}]", rendered.join(", "))
+}
