@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
-    CheckpointStorage, JobOperator, ResolvedSnapshot, RestorePlan, StorageLocation,
+    CheckpointStorage, JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan, StorageLocation,
     StorageOptions, layout,
 };
 use weir_types::{JobId, MaxParallelism, OperatorUid};
@@ -81,4 +81,48 @@ pub(crate) fn check_restore(
     let plan = RestorePlan::new(resolved.metadata(), &operators, allow_non_restored_state)
         .map_err(PyWeirError::from)?;
     Ok(plan.dropped.iter().map(|uid| uid.to_string()).collect())
+}
+
+/// What subtask `subtask` of operator `uid`, running at `parallelism`, restores
+/// from the checkpoint or savepoint at `path`, as JSON: `restored_from` (its id),
+/// `cut` (its epoch), `storage` (the directory its state paths are relative
+/// to), `key_group_range`, `keyed` (handles), `operator_state` (files) and
+/// `rescaled`; `null` when it stored no state for `uid`.
+#[pyfunction]
+pub(crate) fn subtask_restore(
+    py: Python<'_>,
+    path: &str,
+    uid: &str,
+    subtask: u32,
+    parallelism: u32,
+    max_parallelism: u32,
+) -> PyResult<Option<String>> {
+    let operator = JobOperator {
+        uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
+        parallelism,
+        max_parallelism: MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?,
+    };
+    let resolved = py.detach(|| resolve(path))?;
+    let plan = RestorePlan::new(resolved.metadata(), std::slice::from_ref(&operator), true)
+        .map_err(PyWeirError::from)?;
+    let Some(OperatorRestore::Restored(restored)) = plan.operators.get(&operator.uid) else {
+        return Ok(None);
+    };
+    let Some(restore) = restored.subtasks.iter().find(|s| s.subtask.0 == subtask) else {
+        return Err(PyWeirError::InvalidArgument(format!(
+            "subtask {subtask} is out of range for parallelism {parallelism}"
+        ))
+        .into());
+    };
+    let metadata = resolved.metadata();
+    let body = serde_json::json!({
+        "restored_from": metadata.checkpoint_id,
+        "cut": metadata.cut_epoch,
+        "storage": resolved.base().url(),
+        "key_group_range": restore.key_group_range,
+        "keyed": restore.keyed,
+        "operator_state": restore.operator_state,
+        "rescaled": restore.rescaled,
+    });
+    Ok(Some(body.to_string()))
 }

@@ -36,6 +36,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoints::latest_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoints::subtask_restore, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;
