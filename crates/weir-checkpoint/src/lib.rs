@@ -39,7 +39,7 @@ pub use coordinator::{
     CheckpointConfig, CheckpointCoordinator, CoordinatorEffect, CoordinatorOptions,
 };
 pub use error::{CheckpointError, MetadataProblem, Result, UidList};
-pub use location::{StorageLocation, StorageOptions};
+pub use location::{PUT_DELAY_MS, StorageLocation, StorageOptions};
 pub use metadata::{
     CheckpointKind, CheckpointMetadata, InlineFile, METADATA_MAGIC, MetadataStats,
     OperatorStateMeta, SubtaskStateMeta, decode_metadata, encode_metadata,

@@ -10,16 +10,22 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
+use object_store::throttle::{ThrottleConfig, ThrottledStore};
 use weir_snapshot::SnapshotStorage;
 
 use crate::error::{CheckpointError, Result};
 use crate::layout;
+
+/// The local-store option that delays every write by this many
+/// milliseconds: a deliberately slow store for tests and benchmarks.
+pub const PUT_DELAY_MS: &str = "put_delay_ms";
 
 /// Settings for remote stores, e.g. `endpoint`, `region`,
 /// `access_key_id`, `secret_access_key`, `allow_http` for S3; every key the
@@ -79,7 +85,8 @@ impl StorageLocation {
                 if url.contains("://") && !rest.starts_with('/') {
                     return Err(invalid("file URLs must be absolute: file:///path"));
                 }
-                Self::local(rest, url)
+                let location = Self::local(rest, url)?;
+                location.with_local_options(options)
             }
             "s3" | "s3a" => {
                 let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -111,6 +118,37 @@ impl StorageLocation {
             )),
             _ => Err(invalid("use file://, s3://, memory:// or a plain path")),
         }
+    }
+
+    /// Applies the options a local store understands: only
+    /// [`PUT_DELAY_MS`], which slows every write down to simulate a slow
+    /// remote store (for tests and benchmarks of asynchronous checkpoints).
+    fn with_local_options(self, options: &StorageOptions) -> Result<Self> {
+        let mut delay = None;
+        for (key, value) in &options.settings {
+            if key != PUT_DELAY_MS {
+                return Err(CheckpointError::UnknownStorageOption {
+                    url: self.url.clone(),
+                    key: key.clone(),
+                });
+            }
+            let millis: u64 = value.parse().map_err(|_| CheckpointError::InvalidUrl {
+                url: self.url.clone(),
+                reason: "put_delay_ms must be a whole number of milliseconds",
+            })?;
+            delay = Some(Duration::from_millis(millis));
+        }
+        let Some(delay) = delay else {
+            return Ok(self);
+        };
+        let throttled = ThrottledStore::new(
+            Arc::clone(&self.store),
+            ThrottleConfig {
+                wait_put_per_call: delay,
+                ..ThrottleConfig::default()
+            },
+        );
+        Ok(Self::new(Arc::new(throttled), self.root, self.url))
     }
 
     /// A location over an existing store, e.g. one in-memory store shared by
@@ -214,7 +252,31 @@ impl StorageLocation {
 
 #[cfg(test)]
 mod tests {
+    use object_store::ObjectStoreExt;
+
     use super::*;
+
+    #[tokio::test]
+    async fn a_local_store_can_be_slowed_down_and_refuses_unknown_options() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = dir.path().to_string_lossy().into_owned();
+        let slow = StorageLocation::parse(
+            &url,
+            &StorageOptions::default().with(PUT_DELAY_MS, "150"),
+        )
+        .expect("slow store");
+        let started = std::time::Instant::now();
+        slow.store()
+            .put(&Path::from("a"), object_store::PutPayload::from_static(b"x"))
+            .await
+            .expect("put");
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert!(dir.path().join("a").is_file());
+        let typo = StorageLocation::parse(&url, &StorageOptions::default().with("put_dely", "1"));
+        assert!(matches!(typo, Err(CheckpointError::UnknownStorageOption { .. })));
+        let bad = StorageLocation::parse(&url, &StorageOptions::default().with(PUT_DELAY_MS, "x"));
+        assert!(matches!(bad, Err(CheckpointError::InvalidUrl { .. })));
+    }
 
     #[test]
     fn urls_pick_the_store_and_root() {
