@@ -12,6 +12,7 @@
 mod batch;
 pub mod engine;
 mod error;
+pub mod local;
 mod session;
 
 pub use batch::KeyBatch;

@@ -16,7 +16,7 @@ mod columns;
 mod restore;
 mod session;
 mod upload;
-mod workdir;
+pub(crate) mod workdir;
 
 use std::path::Path;
 

@@ -83,8 +83,9 @@ impl SubtaskSnapshot {
     }
 
     /// Spawns the upload on `runtime` under
-    /// `layout::subtask_dir(checkpoint, uid, subtask)` of `storage`. The
-    /// operator state file is written only if operator states are registered.
+    /// `layout::subtask_dir(checkpoint, uid, subtask)` of `storage`: the
+    /// keyed file if keyed states are registered, the operator state file if
+    /// operator states are.
     pub fn upload(
         self,
         runtime: &Handle,
@@ -92,43 +93,56 @@ impl SubtaskSnapshot {
         checkpoint: CheckpointId,
     ) -> UploadFuture {
         let dir = layout::subtask_dir(checkpoint, &self.uid, self.subtask);
-        let keyed = spawn_full_snapshot(
-            runtime,
-            self.keyed,
-            storage,
-            &format!("{dir}/{KEYED_FILE}"),
-            FullSnapshotOptions {
-                key_types: self.key_types,
-                ..FullSnapshotOptions::default()
-            },
-        );
-        let token = keyed.cancel_token();
+        // An operator without keyed states stores no keyed file, so its
+        // `_metadata` needs no key types.
+        let keyed = (!self.keyed.descriptors().is_empty()).then(|| {
+            spawn_full_snapshot(
+                runtime,
+                self.keyed,
+                storage,
+                &format!("{dir}/{KEYED_FILE}"),
+                FullSnapshotOptions {
+                    key_types: self.key_types,
+                    ..FullSnapshotOptions::default()
+                },
+            )
+        });
+        let token = keyed.as_ref().map(|k| k.cancel_token());
         let canceled = Arc::new(AtomicBool::new(false));
         let seen = Arc::clone(&canceled);
         let storage = storage.clone();
         let (subtask, operator) = (self.subtask, self.operator);
         let join = runtime.spawn(async move {
+            let started = std::time::Instant::now();
+            let mut metrics = SnapshotMetrics::default();
             let operator_state = if operator.states.is_empty() {
                 None
             } else if seen.load(Ordering::Acquire) {
                 return Err(SnapshotError::Cancelled.into());
             } else {
                 let relative = format!("{dir}/{OPERATOR_FILE}");
-                Some(
+                let file =
                     write_operator_state(&operator, &*storage.store, &storage.root, &relative)
-                        .await?,
-                )
-            };
-            let outcome = keyed.await?;
-            let mut metrics = outcome.metrics;
-            if let Some(file) = &operator_state {
+                        .await?;
                 metrics.state_size += file.size;
                 metrics.uploaded_size += file.size;
-            }
+                Some(file)
+            };
+            let keyed = match keyed {
+                Some(future) => {
+                    let outcome = future.await?;
+                    metrics.state_size += outcome.metrics.state_size;
+                    metrics.uploaded_size += outcome.metrics.uploaded_size;
+                    metrics.entries = outcome.metrics.entries;
+                    Some(KeyedStateHandle::Full(outcome.handle))
+                }
+                None => None,
+            };
+            metrics.async_duration = started.elapsed();
             Ok(SubtaskUpload {
                 meta: SubtaskStateMeta {
                     subtask,
-                    keyed: Some(KeyedStateHandle::Full(outcome.handle)),
+                    keyed,
                     operator_state,
                 },
                 metrics,
@@ -136,7 +150,11 @@ impl SubtaskSnapshot {
         });
         UploadFuture {
             canceled,
-            cancel_keyed: Box::new(move || token.cancel()),
+            cancel_keyed: Box::new(move || {
+                if let Some(token) = &token {
+                    token.cancel();
+                }
+            }),
             join,
             done: false,
         }

@@ -1,0 +1,374 @@
+//! All subtasks of one operator in one process: what `weir.testing`'s
+//! keyed operator harness drives, with real snapshots, savepoints and
+//! rescaling restores.
+//!
+//! [`LocalOperator::snapshot`] runs the same path a job does: finalize,
+//! take every subtask's synchronous part, upload them all (key-group-indexed
+//! files), complete a checkpoint (`_metadata`) in a private checkpoint
+//! directory under the work dir, and copy it into a self-contained savepoint
+//! that `weir savepoint info` reads. [`LocalOperator::restore`] plans the
+//! restore with [`RestorePlan`] exactly like a restarted job.
+
+use std::path::Path;
+
+use tokio::runtime::Runtime;
+use weir_checkpoint::{
+    CheckpointError, CheckpointKind, CheckpointMetadata, CheckpointStorage, JobOperator,
+    OperatorRestore, OperatorStateMeta, ResolvedSnapshot, RestorePlan, StorageLocation,
+    StorageOptions, create_savepoint, layout,
+};
+use weir_snapshot::SnapshotStorage;
+use weir_state::StateId;
+use weir_types::{
+    Attempt, CheckpointId, Epoch, JobId, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor,
+    SubtaskIndex, ValueType,
+};
+
+use crate::engine::Subtask;
+use crate::engine::workdir::OwnedDir;
+use crate::error::{HostError, Result};
+use crate::session::{BackendSpec, SubtaskSession, SubtaskSpec};
+
+/// The parallel subtasks of one operator in this process, plus the runtime
+/// that uploads their snapshots.
+pub struct LocalOperator {
+    uid: OperatorUid,
+    parallelism: u32,
+    max_parallelism: MaxParallelism,
+    subtasks: Vec<Subtask>,
+    runtime: Runtime,
+    /// Where checkpoints are completed before they are copied into
+    /// savepoints; removed with the operator (declared after the subtasks).
+    checkpoints: OwnedDir,
+    /// The id the next snapshot uses (after a restore: the restored id + 1).
+    next_checkpoint: CheckpointId,
+    /// The newest epoch the state includes, recorded as the cut epoch.
+    cut_epoch: Epoch,
+}
+
+impl std::fmt::Debug for LocalOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalOperator")
+            .field("uid", &self.uid)
+            .field("parallelism", &self.parallelism)
+            .field("max_parallelism", &self.max_parallelism)
+            .field("next_checkpoint", &self.next_checkpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalOperator {
+    /// `parallelism` empty subtasks of operator `uid`; RocksDB databases and
+    /// checkpoints live in fresh directories under `work_dir`.
+    pub fn new(
+        uid: OperatorUid,
+        parallelism: u32,
+        max_parallelism: MaxParallelism,
+        backend: BackendSpec,
+        work_dir: &Path,
+    ) -> Result<Self> {
+        max_parallelism.check_parallelism(parallelism)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("weir-local-snapshot")
+            .enable_all()
+            .build()
+            .map_err(|e| HostError::io("starting the snapshot runtime", e))?;
+        let subtasks = (0..parallelism)
+            .map(|i| {
+                let spec = SubtaskSpec {
+                    uid: uid.clone(),
+                    subtask: SubtaskIndex(i),
+                    parallelism,
+                    max_parallelism,
+                    backend: backend.clone(),
+                    key_types: None,
+                };
+                Subtask::open(spec, work_dir)
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            checkpoints: OwnedDir::create(work_dir, &format!("checkpoints-{uid}"))?,
+            uid,
+            parallelism,
+            max_parallelism,
+            subtasks,
+            runtime,
+            next_checkpoint: CheckpointId(1),
+            cut_epoch: Epoch(0),
+        })
+    }
+
+    /// Restores operator `uid` from a savepoint or checkpoint directory
+    /// (path or URL of the directory holding `_metadata`, or of `_metadata`
+    /// itself) at any parallelism. Refuses state of other uids unless
+    /// `allow_non_restored_state`, and refuses a max parallelism change.
+    pub fn restore(
+        from: &str,
+        uid: OperatorUid,
+        parallelism: u32,
+        max_parallelism: MaxParallelism,
+        backend: BackendSpec,
+        work_dir: &Path,
+        allow_non_restored_state: bool,
+    ) -> Result<Self> {
+        let mut operator = Self::new(uid, parallelism, max_parallelism, backend, work_dir)?;
+        let location = StorageLocation::parse(from, &StorageOptions::default())?;
+        let job = [JobOperator {
+            uid: operator.uid.clone(),
+            max_parallelism,
+            parallelism,
+        }];
+        let Self {
+            runtime, subtasks, ..
+        } = &mut operator;
+        let (checkpoint, cut_epoch) = runtime.block_on(async {
+            let snapshot = ResolvedSnapshot::open(&location).await?;
+            let metadata = snapshot.metadata();
+            let plan = RestorePlan::new(metadata, &job, allow_non_restored_state)?;
+            if let Some(OperatorRestore::Restored(restored)) = plan.operators.get(&job[0].uid) {
+                let storage = snapshot.state_storage().await?;
+                for (subtask, planned) in subtasks.iter_mut().zip(&restored.subtasks) {
+                    restore_subtask(
+                        subtask,
+                        planned,
+                        &storage,
+                        &restored.states,
+                        restored.key_types.as_deref(),
+                    )
+                    .await?;
+                }
+            }
+            Ok::<_, HostError>((metadata.checkpoint_id, metadata.cut_epoch))
+        })?;
+        operator.next_checkpoint = CheckpointId(checkpoint.0 + 1);
+        operator.cut_epoch = cut_epoch;
+        Ok(operator)
+    }
+
+    /// The operator's uid.
+    pub fn uid(&self) -> &OperatorUid {
+        &self.uid
+    }
+
+    /// The number of subtasks.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+
+    /// The number of key groups.
+    pub fn max_parallelism(&self) -> MaxParallelism {
+        self.max_parallelism
+    }
+
+    /// Subtask `index` (`< parallelism`).
+    pub fn subtask_mut(&mut self, index: usize) -> Result<&mut Subtask> {
+        let parallelism = self.parallelism;
+        self.subtasks.get_mut(index).ok_or_else(|| {
+            HostError::InvalidRequest(format!(
+                "subtask {index} does not exist; the operator has parallelism {parallelism}"
+            ))
+        })
+    }
+
+    /// The index of the subtask owning `key_group`.
+    pub fn subtask_of(&self, key_group: KeyGroup) -> Result<usize> {
+        Ok(self
+            .max_parallelism
+            .subtask_of(key_group, self.parallelism)?
+            .0 as usize)
+    }
+
+    /// Records the key columns' types on every subtask.
+    pub fn set_key_types(&mut self, types: Vec<ValueType>) -> Result<()> {
+        for subtask in &mut self.subtasks {
+            subtask.set_key_types(types.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Registers a keyed state on every subtask; they all give it one id.
+    pub fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId> {
+        let mut ids = self
+            .subtasks
+            .iter_mut()
+            .map(|s| s.register_state(descriptor));
+        let first = ids.next().transpose()?.ok_or_else(no_subtasks)?;
+        for id in ids {
+            if id? != first {
+                return Err(HostError::InvalidRequest(format!(
+                    "state {:?} got different ids in different subtasks; register states in \
+                     the same order on every subtask",
+                    descriptor.name
+                )));
+            }
+        }
+        Ok(first)
+    }
+
+    /// Starts `attempt` of `epoch` on every subtask, first making epochs
+    /// `<= final_epoch` final (see [`SubtaskSession::begin`]).
+    pub fn begin(
+        &mut self,
+        epoch: Epoch,
+        attempt: Attempt,
+        final_epoch: Option<Epoch>,
+    ) -> Result<()> {
+        for subtask in &mut self.subtasks {
+            subtask.begin(epoch, attempt, final_epoch)?;
+        }
+        if let Some(epoch) = final_epoch {
+            self.cut_epoch = self.cut_epoch.max(epoch);
+        }
+        Ok(())
+    }
+
+    /// Ends `attempt` of `epoch` on every subtask.
+    pub fn commit(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
+        for subtask in &mut self.subtasks {
+            subtask.commit(epoch, attempt)?;
+        }
+        Ok(())
+    }
+
+    /// Makes every epoch `<= epoch` final on every subtask.
+    pub fn finalize_up_to(&mut self, epoch: Epoch) -> Result<()> {
+        for subtask in &mut self.subtasks {
+            subtask.finalize_up_to(epoch)?;
+        }
+        self.cut_epoch = self.cut_epoch.max(epoch);
+        Ok(())
+    }
+
+    /// Writes a self-contained savepoint of the current state under `dir`
+    /// (local path or URL) and returns the savepoint directory's path or
+    /// URL. Every committed epoch becomes final first; an epoch still open
+    /// is an error. Each call uses a new checkpoint id (one past any
+    /// savepoint of this operator already in `dir`).
+    pub fn snapshot(&mut self, dir: &str) -> Result<String> {
+        for subtask in &mut self.subtasks {
+            subtask.finalize_all()?;
+            if let Some(epoch) = subtask.last_final_epoch() {
+                self.cut_epoch = self.cut_epoch.max(epoch);
+            }
+        }
+        let key_types = self
+            .subtasks
+            .iter()
+            .find_map(|s| s.spec().key_types.clone());
+        let states = self.descriptors();
+        if key_types.is_none() && !states.is_empty() {
+            return Err(HostError::InvalidRequest(format!(
+                "operator {} has keyed state but no key types; call set_key_types before \
+                 snapshotting so the savepoint can decode its keys",
+                self.uid
+            )));
+        }
+        let savepoints = StorageLocation::parse(dir, &StorageOptions::default())?;
+        let job = JobId::new(self.uid.as_str())?;
+        let checkpoints = StorageLocation::parse(
+            &self.checkpoints.path().to_string_lossy(),
+            &StorageOptions::default(),
+        )?;
+        let storage = CheckpointStorage::filesystem(&checkpoints, job.clone())?;
+        let id =
+            self.runtime
+                .block_on(free_savepoint_id(&savepoints, &job, self.next_checkpoint))?;
+        let snapshots = self
+            .subtasks
+            .iter_mut()
+            .map(Subtask::snapshot_sync)
+            .collect::<Result<Vec<_>>>()?;
+        let state_storage = storage.state_storage();
+        let uploads: Vec<_> = snapshots
+            .into_iter()
+            .map(|s| s.upload(self.runtime.handle(), &state_storage, id))
+            .collect();
+        let mut metadata =
+            CheckpointMetadata::new(job, id, CheckpointKind::Checkpoint, self.cut_epoch);
+        metadata.timestamp_millis = now_millis();
+        let mut operator = OperatorStateMeta {
+            uid: self.uid.clone(),
+            parallelism: self.parallelism,
+            max_parallelism: self.max_parallelism,
+            key_types,
+            states,
+            subtasks: Vec::with_capacity(uploads.len()),
+        };
+        let path = self.runtime.block_on(async {
+            for upload in uploads {
+                operator.subtasks.push(upload.await?.meta);
+            }
+            metadata.operators.push(operator);
+            storage.complete(&metadata).await?;
+            let savepoint = create_savepoint(&storage.open(id).await?, &savepoints).await?;
+            // The savepoint is self-contained: the checkpoint is not needed.
+            storage.discard(id).await?;
+            Ok::<_, HostError>(savepoint.base().url().to_owned())
+        })?;
+        self.next_checkpoint = CheckpointId(id.0 + 1);
+        Ok(path)
+    }
+
+    /// Every keyed state registered on any subtask, each name once, in
+    /// registration order.
+    fn descriptors(&self) -> Vec<StateDescriptor> {
+        let mut all: Vec<StateDescriptor> = Vec::new();
+        for subtask in &self.subtasks {
+            for d in subtask.descriptors() {
+                if !all.iter().any(|known| known.name == d.name) {
+                    all.push(d.clone());
+                }
+            }
+        }
+        all
+    }
+}
+
+fn no_subtasks() -> HostError {
+    HostError::InvalidRequest("the operator has no subtasks".into())
+}
+
+/// Restores one subtask: the recorded states are registered first, in the
+/// recorded order, so every subtask gives a state the same id whichever
+/// files it reads.
+async fn restore_subtask(
+    subtask: &mut Subtask,
+    planned: &weir_checkpoint::SubtaskRestore,
+    storage: &SnapshotStorage,
+    states: &[StateDescriptor],
+    key_types: Option<&[ValueType]>,
+) -> Result<()> {
+    for descriptor in states {
+        subtask.register_state(descriptor)?;
+    }
+    subtask.restore(planned, storage).await?;
+    if let Some(types) = key_types {
+        subtask.set_key_types(types.to_vec())?;
+    }
+    Ok(())
+}
+
+/// The first id from `from` on whose savepoint directory under `savepoints`
+/// holds no savepoint yet, so a snapshot never collides with an earlier one.
+async fn free_savepoint_id(
+    savepoints: &StorageLocation,
+    job: &JobId,
+    from: CheckpointId,
+) -> Result<CheckpointId> {
+    let mut id = from;
+    loop {
+        let candidate = savepoints.child(&layout::savepoint_dir(job, id))?;
+        match ResolvedSnapshot::open(&candidate).await {
+            Ok(_) => id = CheckpointId(id.0 + 1),
+            Err(CheckpointError::MissingMetadata { .. }) => return Ok(id),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
