@@ -58,8 +58,9 @@ demo: build ## Run the main example: 1M keys, checkpoint, savepoint, restore at 
 	cargo run --release --quiet -p weir-cli -- savepoint info $(CURDIR)/.demo/savepoints/savepoint-demo-1
 
 .PHONY: bench
-bench: sys-deps ## Criterion benchmarks of the state engine
+bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, then keyed-average vs Spark peers (ARGS=--quick: small)
 	cargo bench -p weir-state -p weir-state-rocksdb
+	$(PY) benchmarks/run.py $(ARGS)
 
 .PHONY: lint
 lint: build ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest

@@ -1,0 +1,121 @@
+"""The results table with ratios, the JSON files and the PNG chart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.keyed_average.registry import CEILING_FOR_PATH
+
+Record = dict[str, Any]
+
+
+def _eps(record: Record) -> float:
+    value = record.get("events_per_s")
+    return float(value) if value else 0.0
+
+
+def best_peer(records: Sequence[Record]) -> Record | None:
+    """The fastest correct Spark peer (ceilings excluded)."""
+    peers = [r for r in records if r.get("path") == "peer" and r.get("correct")]
+    return max(peers, key=_eps, default=None)
+
+
+def ceiling_for(record: Record, records: Sequence[Record]) -> Record | None:
+    """The ceiling a Weir path is compared with (the fastest correct one of that kind)."""
+    kind = CEILING_FOR_PATH.get(str(record.get("path")))
+    ceilings = [r for r in records if kind is not None and r.get("path") == kind and r.get("correct")]
+    return max(ceilings, key=_eps, default=None)
+
+
+def add_ratios(records: list[Record]) -> None:
+    """Annotate every record with ``vs_best_peer`` and, for Weir variants, ``vs_ceiling``."""
+    peer = best_peer(records)
+    for record in records:
+        record["vs_best_peer"] = _eps(record) / _eps(peer) if peer and _eps(record) else None
+        ceiling = ceiling_for(record, records) if record.get("system") == "weir" else None
+        record["vs_ceiling"] = _eps(record) / _eps(ceiling) if ceiling and _eps(record) else None
+        record["ceiling_variant"] = ceiling["variant"] if ceiling else None
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(records: Sequence[Record]) -> str:
+    """A plain-text table of the records, ratios included."""
+    header = (
+        f"{'variant':<42} {'system':<6} {'path':<14} {'events/s':>11} {'wall s':>8} {'count':>9} "
+        f"{'checksum':>12} {'ok':>3} {'ckpts':>5} {'ckpt p50/p99 ms':>15} {'peak MB':>8} "
+        f"{'x best peer':>11} {'x ceiling':>9}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in records:
+        if r.get("error"):
+            lines.append(f"{r['variant']:<42} FAILED: {str(r['error']).splitlines()[0][:150]}")
+            continue
+        ckpt = f"{_fmt(r['checkpoint_sync_ms_p50'], '.0f')}/{_fmt(r['checkpoint_sync_ms_p99'], '.0f')}"
+        lines.append(
+            f"{r['variant']:<42} {r['system']:<6} {r['path']:<14} {_fmt(r['events_per_s'], ',.0f'):>11} "
+            f"{r['wall_s']:>8.2f} {r['count']:>9,} {r['checksum']:>12,} {'yes' if r['correct'] else 'NO':>3} "
+            f"{_fmt(r['checkpoints'], 'd'):>5} {ckpt:>15} {r['peak_mem_mb']:>8.0f} "
+            f"{_fmt(r.get('vs_best_peer'), '.2f'):>11} {_fmt(r.get('vs_ceiling'), '.2f'):>9}"
+        )
+    peer = best_peer(records)
+    lines.append("")
+    lines.append(
+        f"best peer: {peer['variant'] if peer else 'none correct'}; ckpt = Spark micro-batch commits "
+        "(state commit time per batch, synchronous in Spark's tasks)"
+    )
+    return "\n".join(lines)
+
+
+def write_json(records: Sequence[Record], results_dir: Path, stamp: str) -> Path:
+    """Write ``<stamp>.json`` and ``latest.json``; return the former."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(list(records), indent=1)
+    path = results_dir / f"{stamp}.json"
+    path.write_text(text)
+    (results_dir / "latest.json").write_text(text)
+    return path
+
+
+PATH_COLORS = {
+    "per_record": "#1f77b4",
+    "vectorized": "#2ca02c",
+    "peer": "#ff7f0e",
+    "ceiling_arrow": "#7f7f7f",
+    "ceiling_python": "#bcbd22",
+}
+
+
+def chart(records: Sequence[Record], path: Path, title: str) -> Path:
+    """A horizontal bar chart of events/s (log scale) per variant, coloured by path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    shown = [r for r in records if not r.get("error") and _eps(r) > 0]
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(shown) + 1.8))
+    names = [r["variant"] + ("" if r["correct"] else "  (WRONG OUTPUT)") for r in shown]
+    values = [_eps(r) for r in shown]
+    ax.barh(names, values, color=[PATH_COLORS.get(r["path"], "#333333") for r in shown])
+    for y, value in enumerate(values):
+        ax.text(value, y, f" {value:,.0f}", va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.set_xlabel("events/s (log scale; higher is better)")
+    ax.set_title(title, fontsize=10)
+    used = sorted({r["path"] for r in shown}, key=list(PATH_COLORS).index)
+    ax.legend(handles=[Patch(color=PATH_COLORS[p], label=p) for p in used], loc="lower right", fontsize=8)
+    if values:
+        ax.set_xlim(min(values) / 2, max(values) * 8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

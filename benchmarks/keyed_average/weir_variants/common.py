@@ -1,0 +1,69 @@
+"""What the Weir variants share: a ``weir.spark.StreamJob`` over the generated event files,
+a transactional Parquet sink, and the job's result turned into an Outcome."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.keyed_average.measure import Outcome
+from benchmarks.keyed_average.spark_env import PARALLELISM, read_back
+
+if TYPE_CHECKING:
+    from benchmarks.keyed_average.registry import RunContext
+    from weir.spark.job import DataStream, JobResult, KeyedStream
+
+#: docs/BENCHMARKS.md: checkpointing on, every 1 s, to local storage.
+CHECKPOINT_INTERVAL_MS = 1000
+MAX_PARALLELISM = 128
+
+
+def run_weir_job(
+    ctx: RunContext, name: str, state_backend: str, attach: Callable[[KeyedStream], DataStream]
+) -> Outcome:
+    """Run events -> key_by("key") -> ``attach`` (the stateful step) -> Parquet sink, with
+    checkpoints every second; time ``execute`` and read the published output back.
+
+    The source reads the same files as the Spark peers, ``files_per_trigger`` per epoch.
+    """
+    from weir.spark import StreamJob, sinks, sources
+
+    shutil.rmtree(ctx.output_dir, ignore_errors=True)
+    shutil.rmtree(ctx.work_dir / "checkpoint", ignore_errors=True)
+    job = StreamJob(
+        ctx.spark,
+        name=name,
+        checkpoint_dir=ctx.checkpoint_uri,
+        state_backend=state_backend,
+        parallelism=PARALLELISM,
+        max_parallelism=MAX_PARALLELISM,
+    )
+    job.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    source = sources.parquet_files(str(ctx.events_dir), max_files_per_epoch=ctx.params.files_per_trigger)
+    events = job.from_source(source, uid="events")
+    attach(events.key_by("key")).sink_to(sinks.parquet_files(str(ctx.output_dir)), uid="out")
+    start = time.perf_counter()
+    result = job.execute()
+    wall = time.perf_counter() - start
+    count, checksum = read_back(ctx, "avg")
+    sync_ms, async_ms = checkpoint_durations(result)
+    return Outcome(
+        wall_s=wall,
+        count=count,
+        checksum=checksum,
+        checkpoints=len(result.checkpoints),
+        checkpoint_sync_ms=sync_ms,
+        checkpoint_async_ms=async_ms,
+        extra={"epochs": result.epochs, "restarts": result.restarts, "coordinator_stats": result.stats},
+    )
+
+
+def checkpoint_durations(result: JobResult) -> tuple[list[float], list[float]]:
+    """Per-checkpoint synchronous and asynchronous durations (ms) from the coordinator's
+    statistics, where it lists them (``history`` entries with ``sync_ms``/``async_ms``)."""
+    history: list[dict[str, Any]] = list(result.stats.get("history", []) or [])
+    sync_ms = [float(h["sync_ms"]) for h in history if h.get("sync_ms") is not None]
+    async_ms = [float(h["async_ms"]) for h in history if h.get("async_ms") is not None]
+    return sync_ms, async_ms

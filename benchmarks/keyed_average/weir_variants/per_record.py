@@ -1,0 +1,66 @@
+"""Weir variants 1 and 2: a per-record Python ``KeyedProcessFunction`` with a ``ValueState``
+(the seeds' CountWindowAverage, W events per window), heap and RocksDB backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from benchmarks.keyed_average.measure import Outcome
+from benchmarks.keyed_average.registry import RunContext, Variant
+from benchmarks.keyed_average.weir_variants.common import run_weir_job
+from benchmarks.keyed_average.workload import OUTPUT_DDL
+from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor
+
+
+class CountWindowAverage(KeyedProcessFunction):
+    """Per key a value state (count, sum); emit (key, sum // count) every W events and clear."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.acc = runtime_context.get_state(
+            ValueStateDescriptor("acc", Types.ROW_NAMED(["count", "sum"], [Types.LONG(), Types.LONG()]))
+        )
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[tuple[int, int]]:
+        count, total = self.acc.value() or (0, 0)
+        count += 1
+        total += value[1]  # the element is the row (key, value)
+        if count == self.window:
+            self.acc.clear()
+            yield ctx.get_current_key(), total // count
+        else:
+            self.acc.update((count, total))
+
+
+def _run(backend: str) -> Callable[[RunContext], Outcome]:
+    def run(ctx: RunContext) -> Outcome:
+        fn = CountWindowAverage(ctx.params.w)
+        return run_weir_job(
+            ctx,
+            f"avg-per-record-{backend}",
+            backend,
+            lambda keyed: keyed.process(fn, output_schema=OUTPUT_DDL, uid="avg"),
+        )
+
+    return run
+
+
+VARIANTS = [
+    Variant(
+        name="weir-per-record-heap",
+        system="weir",
+        path="per_record",
+        run=_run("heap"),
+        description="Python KeyedProcessFunction + ValueState, heap backend",
+    ),
+    Variant(
+        name="weir-per-record-rocksdb",
+        system="weir",
+        path="per_record",
+        run=_run("rocksdb"),
+        description="Python KeyedProcessFunction + ValueState, RocksDB backend",
+    ),
+]
