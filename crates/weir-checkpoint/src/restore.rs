@@ -232,6 +232,7 @@ mod tests {
             &RestorePlan::new(&meta, &[op("avg", 128, 2)], false).expect("plans"),
             "avg",
         );
+        assert!(!same.subtasks[1].rescaled);
         assert_eq!(same.subtasks[1].operator_state.len(), 1);
         assert_eq!(
             same.subtasks[1].operator_state[0].path,
@@ -241,6 +242,7 @@ mod tests {
             &RestorePlan::new(&meta, &[op("avg", 128, 1)], false).expect("plans"),
             "avg",
         );
+        assert!(down.subtasks[0].rescaled);
         assert_eq!(down.subtasks[0].operator_state.len(), 2);
     }
 
