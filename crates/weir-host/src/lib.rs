@@ -10,9 +10,12 @@
 //!   [`weir_state::push_list_item`]).
 
 mod batch;
+pub mod client;
 pub mod engine;
 mod error;
 pub mod local;
+pub mod protocol;
+pub mod server;
 mod session;
 
 pub use batch::KeyBatch;

@@ -1,0 +1,222 @@
+//! A blocking connection to a state host.
+
+use std::io::{self, BufReader, BufWriter};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use weir_types::CheckpointId;
+
+use super::RemoteSession;
+use crate::error::{HostError, Result};
+use crate::protocol::{
+    Expectation, Frame, FrameError, HostDir, HostStatus, PROTOCOL_VERSION, Reply, Request,
+    RestoreRequest, decode_header, encode_header,
+};
+use crate::session::SubtaskSpec;
+
+/// How long a client waits for one reply unless told otherwise. Generous:
+/// a restore of large state or a big batch on RocksDB takes a while. A host
+/// that dies is seen at once (EOF), not after this.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A connection to the state host of a host directory, after a successful
+/// handshake. Not attached to a subtask yet: see [`HostClient::attach`].
+#[derive(Debug)]
+pub struct HostClient {
+    reader: BufReader<UnixStream>,
+    writer: BufWriter<UnixStream>,
+    socket: PathBuf,
+    host_pid: u32,
+    /// Set once the connection broke: every later call fails at once.
+    broken: Option<String>,
+}
+
+impl HostClient {
+    /// Connects to the host serving `socket_dir` and presents `token`.
+    ///
+    /// A host that is not running is an [`HostError::Io`] (start one with
+    /// [`ensure_host`](super::ensure_host)); a wrong token is
+    /// [`HostError::Unauthorized`].
+    pub fn connect(socket_dir: impl AsRef<Path>, token: &str) -> Result<Self> {
+        Self::connect_with_timeout(socket_dir, token, DEFAULT_REPLY_TIMEOUT)
+    }
+
+    /// Like [`connect`](Self::connect), waiting at most `reply_timeout` for
+    /// each reply.
+    pub fn connect_with_timeout(
+        socket_dir: impl AsRef<Path>,
+        token: &str,
+        reply_timeout: Duration,
+    ) -> Result<Self> {
+        let socket = HostDir::new(socket_dir.as_ref()).socket();
+        let stream = UnixStream::connect(&socket).map_err(|err| {
+            HostError::io(
+                format!("connecting to the state host at {}", socket.display()),
+                err,
+            )
+        })?;
+        let setup = |err| HostError::io(format!("configuring {}", socket.display()), err);
+        stream
+            .set_read_timeout(Some(reply_timeout))
+            .map_err(setup)?;
+        stream
+            .set_write_timeout(Some(reply_timeout))
+            .map_err(setup)?;
+        let reader = BufReader::new(stream.try_clone().map_err(setup)?);
+        let mut client = Self {
+            reader,
+            writer: BufWriter::new(stream),
+            socket,
+            host_pid: 0,
+            broken: None,
+        };
+        let hello = Request::Hello {
+            version: PROTOCOL_VERSION,
+            token: token.to_owned(),
+        };
+        match client.call(&hello, Vec::new())? {
+            (Reply::Hello { version, host_pid }, _) if version == PROTOCOL_VERSION => {
+                client.host_pid = host_pid;
+                Ok(client)
+            }
+            (reply, _) => Err(unexpected("hello", &reply)),
+        }
+    }
+
+    /// The host's process id.
+    pub fn host_pid(&self) -> u32 {
+        self.host_pid
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Serves `spec`'s state on this connection. The host answers
+    /// [`HostError::StateLost`] unless it holds the state `expect` describes.
+    pub fn attach(mut self, spec: SubtaskSpec, expect: Expectation) -> Result<RemoteSession> {
+        let request = Request::Attach {
+            spec: spec.clone(),
+            expect,
+        };
+        match self.call(&request, Vec::new())? {
+            (Reply::Attached { key_group_range }, _) => {
+                Ok(RemoteSession::new(self, spec, key_group_range))
+            }
+            (reply, _) => Err(unexpected("attach", &reply)),
+        }
+    }
+
+    /// Replaces the subtask's state in the host by stored state (the first
+    /// task after the job restored), then serves it on this connection.
+    pub fn restore(mut self, request: RestoreRequest) -> Result<RemoteSession> {
+        let spec = request.spec.clone();
+        match self.call(&Request::Restore(Box::new(request)), Vec::new())? {
+            (Reply::Attached { key_group_range }, _) => {
+                Ok(RemoteSession::new(self, spec, key_group_range))
+            }
+            (reply, _) => Err(unexpected("restore", &reply)),
+        }
+    }
+
+    /// What the host holds and does.
+    pub fn status(&mut self) -> Result<HostStatus> {
+        match self.call(&Request::Status, Vec::new())? {
+            (Reply::Status(status), _) => Ok(*status),
+            (reply, _) => Err(unexpected("status", &reply)),
+        }
+    }
+
+    /// Cancels the host's uploads for checkpoint `id` (the coordinator
+    /// aborted it).
+    pub fn abort_checkpoint(&mut self, id: CheckpointId) -> Result<()> {
+        self.call_done(&Request::AbortCheckpoint { checkpoint: id }, Vec::new())
+            .map(|_| ())
+    }
+
+    /// Sends a request expecting `Done`; returns the reply's payloads.
+    pub(crate) fn call_done(
+        &mut self,
+        request: &Request,
+        payloads: Vec<Vec<u8>>,
+    ) -> Result<Vec<Vec<u8>>> {
+        match self.call(request, payloads)? {
+            (Reply::Done, payloads) => Ok(payloads),
+            (reply, _) => Err(unexpected("a state request", &reply)),
+        }
+    }
+
+    /// Sends one request and reads its reply; an error reply becomes the
+    /// matching [`HostError`].
+    pub(crate) fn call(
+        &mut self,
+        request: &Request,
+        payloads: Vec<Vec<u8>>,
+    ) -> Result<(Reply, Vec<Vec<u8>>)> {
+        if let Some(why) = &self.broken {
+            return Err(HostError::StateLost(format!(
+                "the connection to the state host broke earlier ({why})"
+            )));
+        }
+        let frame = Frame {
+            header: encode_header(request)?,
+            payloads,
+        };
+        if let Err(err) = frame.write_to(&mut self.writer) {
+            return Err(self.broke(err));
+        }
+        let reply = match Frame::read_from(&mut self.reader) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                return Err(self.broke(FrameError::Io(io::ErrorKind::UnexpectedEof.into())));
+            }
+            Err(err) => return Err(self.broke(err)),
+        };
+        match decode_header::<Reply>(&reply.header)? {
+            Reply::Error(err) => Err(HostError::from(err)),
+            header => Ok((header, reply.payloads)),
+        }
+    }
+
+    /// Marks the connection broken and explains why as `StateLost`: a host
+    /// that died or stopped answering took the state with it.
+    fn broke(&mut self, err: FrameError) -> HostError {
+        let why = match &err {
+            FrameError::Io(e) => match e.kind() {
+                io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::NotConnected => format!(
+                    "state host {} at {} closed the connection (it died or exited): {e}",
+                    self.host_pid,
+                    self.socket.display()
+                ),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+                    "state host {} at {} did not answer in time",
+                    self.host_pid,
+                    self.socket.display()
+                ),
+                _ => format!(
+                    "talking to state host {} at {} failed: {e}",
+                    self.host_pid,
+                    self.socket.display()
+                ),
+            },
+            FrameError::Malformed(message) => {
+                format!(
+                    "state host {} sent a malformed reply: {message}",
+                    self.host_pid
+                )
+            }
+        };
+        self.broken = Some(why.clone());
+        HostError::StateLost(why)
+    }
+}
+
+fn unexpected(what: &str, reply: &Reply) -> HostError {
+    HostError::Protocol(format!("unexpected reply to {what}: {reply:?}"))
+}

@@ -1,0 +1,159 @@
+//! The host directory: where a host's socket, lock, log and working files
+//! live. One directory, one host; client and host agree on it by name only.
+
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{HostError, Result};
+
+/// A host directory. It must be private to the user (mode `0700`), since
+/// anyone who can reach the socket could try tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostDir {
+    root: PathBuf,
+}
+
+/// Unix socket paths are limited to 108 bytes on Linux (104 on macOS),
+/// the terminating NUL included.
+const MAX_SOCKET_PATH: usize = 103;
+
+impl HostDir {
+    /// The host directory at `root` (not created yet; see [`Self::prepare`]).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The Unix socket the host listens on.
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("host.sock")
+    }
+
+    /// Locked (`flock`, exclusive) by the running host for its whole life.
+    pub fn host_lock(&self) -> PathBuf {
+        self.root.join("host.lock")
+    }
+
+    /// Locked by a client while it starts a host, so concurrent clients
+    /// start one host, not several.
+    pub fn spawn_lock(&self) -> PathBuf {
+        self.root.join("spawn.lock")
+    }
+
+    /// The host's standard output and error.
+    pub fn log(&self) -> PathBuf {
+        self.root.join("host.log")
+    }
+
+    /// Working files of subtask state (RocksDB directories), removed when
+    /// the host exits.
+    pub fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    /// Creates the directory with mode `0700`, or checks that an existing one
+    /// is a directory of this user that nobody else can enter.
+    pub fn prepare(&self) -> Result<()> {
+        let socket = self.socket();
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(HostError::InvalidRequest(format!(
+                "the host socket path {} is longer than {MAX_SOCKET_PATH} bytes, the limit of Unix \
+                 sockets; choose a shorter host directory",
+                socket.display()
+            )));
+        }
+        match DirBuilder::new()
+            .recursive(false)
+            .mode(0o700)
+            .create(&self.root)
+        {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                // Parents are created with default permissions; only the
+                // host directory itself must be private.
+                if let Some(parent) = self.root.parent() {
+                    fs::create_dir_all(parent)
+                        .map_err(|e| HostError::io(format!("creating {}", parent.display()), e))?;
+                }
+                match DirBuilder::new().mode(0o700).create(&self.root) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(err) => return Err(self.io("creating the host directory", err)),
+                }
+            }
+            Err(err) => return Err(self.io("creating the host directory", err)),
+        }
+        self.check_private()
+    }
+
+    /// Refuses a directory that is a symlink, belongs to another user, or is
+    /// open to group or others.
+    fn check_private(&self) -> Result<()> {
+        let meta = fs::symlink_metadata(&self.root)
+            .map_err(|err| self.io("inspecting the host directory", err))?;
+        if !meta.is_dir() {
+            return Err(HostError::InvalidRequest(format!(
+                "the host directory {} is not a directory (a symlink?); choose another path",
+                self.root.display()
+            )));
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(HostError::InvalidRequest(format!(
+                "the host directory {} belongs to user {}, not to this user ({me}); choose \
+                 another path",
+                self.root.display(),
+                meta.uid()
+            )));
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(HostError::InvalidRequest(format!(
+                "the host directory {} has mode {mode:o}; it must be 0700 (chmod 700 it or \
+                 choose another path)",
+                self.root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    fn io(&self, what: &str, err: io::Error) -> HostError {
+        HostError::io(format!("{what} {}", self.root.display()), err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepare_creates_a_private_directory_and_refuses_open_ones() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = HostDir::new(tmp.path().join("a/b"));
+        dir.prepare().expect("creates");
+        let mode = fs::metadata(dir.root())
+            .expect("exists")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        dir.prepare()
+            .expect("an existing private directory is fine");
+
+        fs::set_permissions(dir.root(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        let err = dir.prepare().expect_err("group and others may enter");
+        assert!(err.to_string().contains("0700"), "{err}");
+    }
+
+    #[test]
+    fn overlong_socket_paths_are_refused() {
+        let dir = HostDir::new(PathBuf::from("/tmp").join("x".repeat(120)));
+        assert!(matches!(dir.prepare(), Err(HostError::InvalidRequest(_))));
+    }
+}

@@ -1,0 +1,176 @@
+//! Checkpoint barriers: the synchronous part inside the request, the upload
+//! and the ack (or decline) in the background on the host's runtime.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weir_checkpoint::coordinator::{SubtaskAck, SubtaskDecline, SubtaskMetrics};
+use weir_types::{CheckpointId, OperatorUid, SubtaskIndex};
+
+use super::ack;
+use super::host::{Host, UploadKey};
+use super::slot::Slot;
+use crate::engine::{SubtaskUpload, UploadFuture};
+use crate::error::{HostError, Result};
+use crate::protocol::{AckTarget, BarrierReply, BarrierRequest};
+use crate::session::SubtaskSession;
+
+/// Takes checkpoint `request.checkpoint` of the subtask in `slot` at
+/// `request.cut` and starts its upload. A barrier this slot already took
+/// (a retried task) does nothing.
+pub(crate) fn take(
+    host: &Arc<Host>,
+    slot: &mut Slot,
+    request: &BarrierRequest,
+) -> Result<BarrierReply> {
+    let id = request.checkpoint;
+    if slot.checkpoints.contains(&id) {
+        return Ok(BarrierReply {
+            started: false,
+            sync_micros: 0,
+        });
+    }
+    let spec = slot.subtask.spec().clone();
+    let reached = slot.facts.final_epoch.max(slot.facts.last_committed);
+    if reached < Some(request.cut) {
+        return Err(HostError::StateLost(format!(
+            "checkpoint {id} cuts {}/{} at epoch {}, which this state host never committed \
+             (its newest epoch is {})",
+            spec.uid,
+            spec.subtask,
+            request.cut,
+            reached.map_or_else(|| "none".to_owned(), |e| e.to_string())
+        )));
+    }
+    let storage = request.storage.open()?.snapshot_storage();
+    let started = Instant::now();
+    if slot.facts.final_epoch < Some(request.cut) {
+        slot.subtask.finalize_up_to(request.cut)?;
+        slot.note_final();
+    }
+    let snapshot = slot.subtask.snapshot_sync()?;
+    let sync = started.elapsed();
+    slot.remember_checkpoint(id);
+    let upload = snapshot.upload(&host.runtime, &storage, id);
+    let key: UploadKey = (id, spec.uid, spec.subtask);
+    let cancel = host.start_upload(key.clone());
+    let background = Background {
+        host: Arc::clone(host),
+        key,
+        ack: request.ack.clone(),
+        sync,
+    };
+    host.runtime.spawn(background.run(upload, cancel));
+    Ok(BarrierReply {
+        started: true,
+        sync_micros: u64::try_from(sync.as_micros()).unwrap_or(u64::MAX),
+    })
+}
+
+/// The asynchronous part of one subtask's checkpoint.
+struct Background {
+    host: Arc<Host>,
+    key: UploadKey,
+    ack: AckTarget,
+    sync: Duration,
+}
+
+impl Background {
+    async fn run(self, upload: UploadFuture, mut cancel: tokio::sync::watch::Receiver<bool>) {
+        let (id, uid, subtask) = self.key.clone();
+        let outcome = tokio::select! {
+            result = upload => Some(result),
+            // Dropping the unfinished upload cancels it and removes its file.
+            _ = cancel.wait_for(|canceled| *canceled) => None,
+        };
+        let failure = match outcome {
+            None => {
+                eprintln!("weir-host: checkpoint {id} of {uid}/{subtask}: upload canceled");
+                Some(format!("checkpoint {id} of {uid}/{subtask} was aborted"))
+            }
+            Some(Ok(upload)) => self.acknowledge(upload).await.err(),
+            Some(Err(err)) => {
+                let message = format!("checkpoint {id} of {uid}/{subtask}: upload failed: {err}");
+                self.decline(id, &uid, subtask, &message).await;
+                Some(message)
+            }
+        };
+        if let Some(message) = &failure {
+            eprintln!("weir-host: {message}");
+        }
+        self.host.finish_upload(&self.key, failure);
+    }
+
+    async fn acknowledge(&self, upload: SubtaskUpload) -> Result<(), String> {
+        let (id, uid, subtask) = self.key.clone();
+        let metrics = upload.metrics;
+        let body = SubtaskAck {
+            checkpoint_id: id,
+            uid: uid.clone(),
+            state: upload.meta,
+            metrics: SubtaskMetrics {
+                sync_millis: millis(self.sync),
+                async_millis: millis(metrics.async_duration),
+                state_size_bytes: metrics.state_size,
+                persisted_bytes: metrics.uploaded_size,
+                alignment_buffered_bytes: 0,
+            },
+        };
+        let answer = ack::post(&self.ack, "/ack", &body).await?;
+        if answer.status == 200 {
+            eprintln!(
+                "weir-host: checkpoint {id} of {uid}/{subtask} acked: {}",
+                answer.body
+            );
+            Ok(())
+        } else {
+            Err(refused(id, &uid, subtask, "ack", &answer))
+        }
+    }
+
+    async fn decline(
+        &self,
+        id: CheckpointId,
+        uid: &OperatorUid,
+        subtask: SubtaskIndex,
+        message: &str,
+    ) {
+        let body = SubtaskDecline {
+            checkpoint_id: id,
+            uid: uid.clone(),
+            subtask,
+            message: message.to_owned(),
+        };
+        match ack::post(&self.ack, "/decline", &body).await {
+            Ok(answer) if answer.status == 200 => {}
+            Ok(answer) => eprintln!(
+                "weir-host: {}",
+                refused(id, uid, subtask, "decline", &answer)
+            ),
+            // The coordinator times the checkpoint out without the decline.
+            Err(err) => eprintln!("weir-host: {err}"),
+        }
+    }
+}
+
+fn refused(
+    id: CheckpointId,
+    uid: &OperatorUid,
+    subtask: SubtaskIndex,
+    what: &str,
+    answer: &ack::Answer,
+) -> String {
+    let hint = if answer.status == 401 {
+        " (the coordinator refused the job token)"
+    } else {
+        ""
+    };
+    format!(
+        "the coordinator refused the {what} of checkpoint {id} of {uid}/{subtask} with HTTP {}{hint}: {}",
+        answer.status, answer.body
+    )
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
