@@ -26,12 +26,12 @@ if str(REPO) not in sys.path:  # run as a script: make `benchmarks.` importable
     sys.path.insert(0, str(REPO))
 
 from benchmarks.keyed_average import report  # noqa: E402
-from benchmarks.keyed_average.registry import Variant, load_variants  # noqa: E402
+from benchmarks.keyed_average.registry import VARIANT_MODULES, Variant, load_variants  # noqa: E402
 from benchmarks.keyed_average.workload import Params, expected_output, generate  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "weir" / "bench"
-QUICK = Params(n=200_000, k=10_000, w=10, files=10, files_per_trigger=5)
+QUICK = Params(n=100_000, k=5_000, w=10, files=10, files_per_trigger=5)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,11 +43,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--k", type=int, help="number of keys (default 100,000)")
     parser.add_argument("--w", type=int, help="events per emitted average (default 10)")
     parser.add_argument("--files", type=int, help="Parquet files the events are split into (default 20)")
-    parser.add_argument("--files-per-trigger", type=int, help="files per Spark micro-batch or Weir epoch (default 10)")
+    parser.add_argument(
+        "--files-per-trigger", type=int, help="files per Spark micro-batch or Weir epoch (default 10)"
+    )
     parser.add_argument("--only", action="append", default=[], help="run variants whose name contains this")
     parser.add_argument("--skip", action="append", default=[], help="skip variants whose name contains this")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per variant (default 3600)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--module",
+        action="append",
+        default=[],
+        help="also run the variants of this module (e.g. benchmarks.keyed_average.weir_variants.per_record)",
+    )
     parser.add_argument("--list", action="store_true", help="list the registered variants and exit")
     return parser.parse_args(argv)
 
@@ -71,7 +79,13 @@ def selected(variants: list[Variant], only: list[str], skip: list[str]) -> list[
 
 
 def run_one(
-    variant: Variant, params: Params, expectation_json: str, events: Path, scratch: Path, timeout: float
+    variant: Variant,
+    module: str,
+    params: Params,
+    expectation_json: str,
+    events: Path,
+    scratch: Path,
+    timeout: float,
 ) -> dict[str, Any]:
     """Run one variant in a child process; a crash or timeout becomes an error record."""
     work = scratch / variant.name
@@ -89,6 +103,8 @@ def run_one(
         sys.executable,
         "-m",
         "benchmarks.keyed_average.worker",
+        "--module",
+        module,
         "--variant",
         variant.name,
         "--params",
@@ -135,7 +151,9 @@ def run_one(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    variants = selected(load_variants(), args.only, args.skip)
+    modules = (*VARIANT_MODULES, *(m for m in args.module if m not in VARIANT_MODULES))
+    module_of = {v.name: m for m in modules for v in load_variants((m,))}
+    variants = selected(load_variants(modules), args.only, args.skip)
     if args.list:
         for v in variants:
             print(f"{v.name:<45} {v.system:<6} {v.path:<15} {v.description}")
@@ -161,7 +179,15 @@ def main(argv: list[str] | None = None) -> int:
         records = []
         for variant in variants:
             print(f"- {variant.name} ...", flush=True)
-            record = run_one(variant, params, json.dumps(asdict(expectation)), events, scratch, args.timeout)
+            record = run_one(
+                variant,
+                module_of[variant.name],
+                params,
+                json.dumps(asdict(expectation)),
+                events,
+                scratch,
+                args.timeout,
+            )
             record["timestamp"] = stamp
             records.append(record)
             if not record.get("error"):

@@ -111,9 +111,17 @@ def chart(records: Sequence[Record], path: Path, title: str) -> Path:
     ax.set_xlabel("events/s (log scale; higher is better)")
     ax.set_title(title, fontsize=10)
     used = sorted({r["path"] for r in shown}, key=list(PATH_COLORS).index)
-    ax.legend(handles=[Patch(color=PATH_COLORS[p], label=p) for p in used], loc="lower right", fontsize=8)
+    ax.legend(
+        handles=[Patch(color=PATH_COLORS[p], label=p) for p in used],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12),
+        ncol=max(1, len(used)),
+        fontsize=8,
+    )
     if values:
         ax.set_xlim(min(values) / 2, max(values) * 8)
+    else:
+        ax.text(0.5, 0.5, "no variant finished", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

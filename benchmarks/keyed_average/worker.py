@@ -85,6 +85,7 @@ def run_variant(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--module", required=True, help="the module whose VARIANTS holds the variant")
     parser.add_argument("--variant", required=True)
     parser.add_argument("--params", required=True, help="Params as JSON")
     parser.add_argument("--expectation", required=True, help="Expectation as JSON")
@@ -95,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     params = Params(**json.loads(args.params))
     expectation = Expectation(**json.loads(args.expectation))
-    variant = next(v for v in load_variants() if v.name == args.variant)
+    variant = next(v for v in load_variants((args.module,)) if v.name == args.variant)
     try:
         record = run_variant(variant, params, expectation, args.events, args.work, args.cache)
     except Exception as exc:  # the parent records the failure and goes on with other variants
