@@ -17,11 +17,67 @@ Examples:
 from __future__ import annotations
 
 from weir._internal import __version__
+from weir.config import CheckpointConfig, StateBackend
 from weir.exceptions import WeirError
+from weir.functions import (
+    BatchContext,
+    BatchState,
+    CheckpointedFunction,
+    CheckpointListener,
+    FunctionInitializationContext,
+    FunctionSnapshotContext,
+    KeyedProcessFunction,
+    RuntimeContext,
+    VectorizedKeyedFunction,
+)
 from weir.key_groups import KeyGroupRange, key_group_of, key_group_range, subtask_of
+from weir.state import (
+    AggregateFunction,
+    AggregatingState,
+    AggregatingStateDescriptor,
+    BroadcastState,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReduceFunction,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateTtlConfig,
+    ValueState,
+    ValueStateDescriptor,
+)
+from weir.types import PICKLE, Types
 
 __all__ = [
+    "PICKLE",
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "BatchContext",
+    "BatchState",
+    "BroadcastState",
+    "CheckpointConfig",
+    "CheckpointListener",
+    "CheckpointedFunction",
+    "FunctionInitializationContext",
+    "FunctionSnapshotContext",
     "KeyGroupRange",
+    "KeyedProcessFunction",
+    "ListState",
+    "ListStateDescriptor",
+    "MapState",
+    "MapStateDescriptor",
+    "ReduceFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "RuntimeContext",
+    "StateBackend",
+    "StateTtlConfig",
+    "Types",
+    "ValueState",
+    "ValueStateDescriptor",
+    "VectorizedKeyedFunction",
     "WeirError",
     "__version__",
     "key_group_of",

@@ -16,13 +16,16 @@ from weir import _internal
 PACKAGE_DIR = Path(weir.__file__).parent
 
 # Native names that are deliberately not part of any wrapper, with the reason.
-PRIVATE: dict[str, str] = {}
+PRIVATE: dict[str, str] = {
+    "Session": "returned by LocalOperator.session() (and the state host client); weir._runtime drives it",
+    "KeyBatch": "returned by Session.keys(); only passed back into Session methods",
+}
 
 
 def native_names_used_by_wrappers() -> set[str]:
     """Names taken from ``weir._internal`` by ``from weir._internal import ...`` or ``_internal.<name>``."""
     used: set[str] = set()
-    for path in PACKAGE_DIR.glob("*.py"):
+    for path in PACKAGE_DIR.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "weir._internal":

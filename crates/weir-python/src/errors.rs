@@ -10,6 +10,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 use weir_checkpoint::CheckpointError as CoreCheckpointError;
 use weir_coordinator::DriverError;
+use weir_host::{HostError, RemoteErrorKind};
+use weir_state::StateError as CoreStateError;
 use weir_types::TypesError;
 
 pyo3::create_exception!(
@@ -141,6 +143,52 @@ pub(crate) enum PyWeirError {
         /// What a valid value looks like.
         expected: &'static str,
     },
+    /// The in-process engine or a state host refused or failed a state access.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A Python value that does not fit the type of the state it is written to.
+    #[error(
+        "state '{state}' holds {expected} values, but {path}the value written is {value}: pass {hint}"
+    )]
+    ValueMismatch {
+        /// The state name.
+        state: String,
+        /// Where in the value the mismatch is (`field "count" of `), or empty.
+        path: String,
+        /// `repr()` and type of the offending part.
+        value: String,
+        /// The state's type, rendered.
+        expected: String,
+        /// What a valid value looks like.
+        hint: &'static str,
+    },
+    /// A key selector returned something that cannot be a key.
+    #[error("key {key} is invalid: {reason}")]
+    InvalidKey {
+        /// `repr()` of the key.
+        key: String,
+        /// Why, and what a key may be.
+        reason: &'static str,
+    },
+    /// A key whose column types differ from the operator's earlier keys.
+    #[error(
+        "key {key} has columns of type {types}, but this operator's keys are {known}: \
+         a key selector must return keys of one type"
+    )]
+    KeyTypeMismatch {
+        /// `repr()` of the key.
+        key: String,
+        /// Its column types.
+        types: String,
+        /// The operator's key column types.
+        known: String,
+    },
+    /// Stored list state that does not parse as a list payload.
+    #[error("a stored list payload is corrupt")]
+    CorruptListPayload,
+    /// A map access on a state that is not a map state.
+    #[error("state '{0}' is not a map state")]
+    NotAMap(String),
 }
 
 impl From<PyWeirError> for PyErr {
@@ -156,6 +204,12 @@ impl From<PyWeirError> for PyErr {
             | PyWeirError::InvalidArgument(_) => invalid_argument(message),
             PyWeirError::Checkpoint(err) => checkpoint_error(&err, message),
             PyWeirError::Coordinator(_) | PyWeirError::Io(_) => CheckpointError::new_err(message),
+            PyWeirError::Host(err) => host_error(err, message),
+            PyWeirError::ValueMismatch { .. }
+            | PyWeirError::KeyTypeMismatch { .. }
+            | PyWeirError::NotAMap(_) => StateError::new_err(message),
+            PyWeirError::InvalidKey { .. } => invalid_argument(message),
+            PyWeirError::CorruptListPayload => StateBackendError::new_err(message),
         }
     }
 }
@@ -179,6 +233,44 @@ fn types_error(err: TypesError, message: String) -> PyErr {
     }
 }
 
+/// Picks the class for a [`HostError`]: misuse of state is a `StateError`,
+/// broken storage a `StateBackendError`, lost state a `StateLostError`.
+fn host_error(err: HostError, message: String) -> PyErr {
+    match err {
+        HostError::State(state) => state_error(&state, message),
+        HostError::Types(types) => types_error(types, message),
+        HostError::Checkpoint(checkpoint) => checkpoint_error(&checkpoint, message),
+        HostError::Snapshot(_) => CheckpointError::new_err(message),
+        HostError::InvalidRequest(_) => invalid_argument(message),
+        HostError::StateLost(_) => StateLostError::new_err(message),
+        HostError::Remote { kind, .. } => match kind {
+            RemoteErrorKind::State => StateError::new_err(message),
+            RemoteErrorKind::Types => invalid_argument(message),
+            RemoteErrorKind::Snapshot | RemoteErrorKind::Checkpoint => {
+                CheckpointError::new_err(message)
+            }
+            RemoteErrorKind::Io => StateBackendError::new_err(message),
+        },
+        HostError::Protocol(_) | HostError::Unauthorized | HostError::Io { .. } => {
+            StateBackendError::new_err(message)
+        }
+    }
+}
+
+/// Misuse of state (names, kinds, key groups, epochs) is the caller's; stored
+/// data that does not read back is the backend's.
+fn state_error(err: &CoreStateError, message: String) -> PyErr {
+    match err {
+        CoreStateError::Types(TypesError::Corrupt { .. })
+        | CoreStateError::Corrupt { .. }
+        | CoreStateError::ChecksumMismatch { .. }
+        | CoreStateError::UnsupportedVersion { .. }
+        | CoreStateError::Storage { .. } => StateBackendError::new_err(message),
+        CoreStateError::Types(_) => invalid_argument(message),
+        _ => StateError::new_err(message),
+    }
+}
+
 /// Corrupt or unreadable stored checkpoints are format errors; a refused
 /// restore (non-restored state, max parallelism change) is the caller's to fix.
 fn checkpoint_error(err: &CoreCheckpointError, message: String) -> PyErr {
@@ -192,9 +284,8 @@ fn checkpoint_error(err: &CoreCheckpointError, message: String) -> PyErr {
         | CoreCheckpointError::MalformedMetadata { .. }
         | CoreCheckpointError::InconsistentMetadata { .. }
         | CoreCheckpointError::CorruptStateFile { .. } => SavepointFormatError::new_err(message),
-        CoreCheckpointError::InvalidUrl { .. } | CoreCheckpointError::UnknownStorageOption { .. } => {
-            invalid_argument(message)
-        }
+        CoreCheckpointError::InvalidUrl { .. }
+        | CoreCheckpointError::UnknownStorageOption { .. } => invalid_argument(message),
         _ => CheckpointError::new_err(message),
     }
 }

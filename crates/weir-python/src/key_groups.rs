@@ -198,3 +198,19 @@ fn short_repr(obj: &Bound<'_, PyAny>) -> String {
         format!("{head}...")
     }
 }
+
+/// The key group of each key, with key types inferred as the state engine
+/// does (int is Spark's `long`, a tuple a composite key).
+#[pyfunction]
+pub(crate) fn key_groups_of(
+    keys: Vec<Bound<'_, PyAny>>,
+    max_parallelism: i64,
+) -> Result<Vec<u16>, PyWeirError> {
+    let max = max_parallelism_arg(max_parallelism)?;
+    keys.iter()
+        .map(|key| {
+            let (columns, _) = crate::values::key_columns(key)?;
+            Ok(weir_types::key_group_of(&columns, max).0)
+        })
+        .collect()
+}

@@ -4,10 +4,14 @@
 //! the exception hierarchy in `errors.rs`; the logic lives in the core crates.
 //! This file only registers. Users import the typed wrappers in `python/weir`.
 
+mod arrow_ipc;
 mod checkpoints;
 mod coordinator;
 mod errors;
 mod key_groups;
+mod local;
+mod session;
+mod values;
 
 use pyo3::prelude::*;
 
@@ -37,6 +41,10 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::subtask_restore, m)?)?;
+    m.add_class::<local::PyLocalOperator>()?;
+    m.add_class::<session::PySession>()?;
+    m.add_class::<session::PyKeyBatch>()?;
+    m.add_function(wrap_pyfunction!(key_groups::key_groups_of, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;

@@ -1,0 +1,140 @@
+"""The vectorized path: whole Arrow batches, get_batch/put_batch and native aggregates run in Rust."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from weir import BatchContext, RuntimeContext, ValueStateDescriptor, VectorizedKeyedFunction
+from weir.exceptions import InvalidArgumentError, StateError
+from weir.testing import KeyedOperatorHarness
+
+MEAN_STATE = pa.struct([pa.field("sum", pa.float64(), False), pa.field("count", pa.int64(), False)])
+
+
+class RunningStats(VectorizedKeyedFunction):
+    """Per user: running sum, count, min, max and mean of amounts, and the previous note."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.total = runtime_context.get_state(ValueStateDescriptor("total", pa.int64()))
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", pa.int64()))
+        self.low = runtime_context.get_state(ValueStateDescriptor("low", pa.int64()))
+        self.high = runtime_context.get_state(ValueStateDescriptor("high", pa.int64()))
+        self.mean = runtime_context.get_state(ValueStateDescriptor("mean", MEAN_STATE))
+        self.note = runtime_context.get_state(ValueStateDescriptor("note", pa.string()))
+
+    def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> pa.RecordBatch:
+        amount = batch.column("amount")
+        keys = ctx.keys
+        previous = self.note.get_batch(keys)
+        self.note.put_batch(keys, batch.column("note"))
+        return pa.RecordBatch.from_arrays(
+            [
+                batch.column("seq"),
+                batch.column("user"),
+                self.total.aggregate(keys, amount, "sum"),
+                self.count.aggregate(keys, amount, "count"),
+                self.low.aggregate(keys, amount, "min"),
+                self.high.aggregate(keys, amount, "max"),
+                self.mean.aggregate(keys, amount, "mean"),
+                previous,
+            ],
+            names=["seq", "user", "sum", "count", "min", "max", "mean", "previous_note"],
+        )
+
+
+def batch(rows: list[tuple[int, str, int | None, str]]) -> pa.RecordBatch:
+    seq, user, amount, note = zip(*rows, strict=True)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(seq, pa.int64()), pa.array(user), pa.array(amount, pa.int64()), pa.array(note)],
+        names=["seq", "user", "amount", "note"],
+    )
+
+
+def expected(batches: list[list[tuple[int, str, int | None, str]]]) -> list[dict[str, object]]:
+    """What RunningStats outputs: aggregates row by row; notes as they were before each batch."""
+    seen: dict[str, list[int]] = {}
+    notes: dict[str, str] = {}
+    out = []
+    for rows in batches:
+        before = dict(notes)
+        for seq, user, amount, note in rows:
+            values = seen.setdefault(user, [])
+            if amount is not None:
+                values.append(amount)
+            out.append(
+                {
+                    "seq": seq,
+                    "user": user,
+                    "sum": sum(values) if values else None,
+                    "count": len(values) if values else None,
+                    "min": min(values) if values else None,
+                    "max": max(values) if values else None,
+                    "mean": sum(values) / len(values) if values else None,
+                    "previous_note": before.get(user),
+                }
+            )
+            notes[user] = note
+    return out
+
+
+ROWS = [
+    (0, "ann", 5, "a0"),
+    (1, "bob", 7, "b0"),
+    (2, "ann", None, "a1"),
+    (3, "cid", -2, "c0"),
+    (4, "ann", 9, "a2"),
+    (5, "bob", 1, "b1"),
+]
+MORE = [(6, "bob", 4, "b2"), (7, "dan", 3, "d0"), (8, "ann", 1, "a3")]
+
+
+def outputs(results: list[pa.RecordBatch]) -> list[dict[str, object]]:
+    rows = pa.Table.from_batches(results).to_pylist()
+    return sorted(rows, key=lambda r: int(r["seq"]))  # type: ignore[call-overload]
+
+
+def test_native_aggregates_and_batch_access(backend: str, tmp_path: Path) -> None:
+    with KeyedOperatorHarness(RunningStats(), key_selector="user", parallelism=2, backend=backend) as h:
+        assert outputs(h.process_batch(batch(ROWS))) == expected([ROWS])
+        savepoint = h.snapshot(tmp_path)
+        assert h.state("ann", "total") == 14
+        assert h.state("ann", "mean") == {"sum": 14.0, "count": 2}
+        assert h.state("ann", "note") == "a2"  # the last write of a key in a batch wins
+    with KeyedOperatorHarness(
+        RunningStats(), key_selector="user", parallelism=3, backend=backend, restore_from=savepoint
+    ) as h3:
+        assert outputs(h3.process_batch(batch(MORE))) == expected([ROWS, MORE])[len(ROWS) :]
+
+
+def test_batch_state_errors() -> None:
+    class Wrong(VectorizedKeyedFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.total = runtime_context.get_state(ValueStateDescriptor("total", pa.string()))
+
+        def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> None:
+            self.total.aggregate(ctx.keys, batch.column("amount"), batch.column("note")[0].as_py())
+
+    with KeyedOperatorHarness(Wrong(), key_selector="user") as h:
+        with pytest.raises(InvalidArgumentError, match="aggregate function 'median' is unknown"):
+            h.process_batch(batch([(0, "ann", 1, "median")]))
+        with pytest.raises(InvalidArgumentError, match="int64"):
+            h.process_batch(batch([(0, "ann", 1, "sum")]))
+
+
+def test_vectorized_functions_only_take_value_state() -> None:
+    from weir import ListStateDescriptor, Types
+
+    class Lists(VectorizedKeyedFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            runtime_context.get_list_state(ListStateDescriptor("l", Types.LONG()))
+
+        def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> None:
+            return None
+
+    with pytest.raises(
+        StateError, match="VectorizedKeyedFunction reads and writes whole batches of value state"
+    ):
+        KeyedOperatorHarness(Lists(), key_selector="user")
