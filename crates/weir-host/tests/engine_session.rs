@@ -306,3 +306,17 @@ fn rows_outside_the_key_groups_are_refused() {
     let err = s.get_values(count, &batch).expect_err("not ours");
     assert!(err.to_string().contains("outside"), "{err}");
 }
+
+#[test]
+fn subtasks_and_local_operators_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Subtask>();
+    assert_send::<weir_host::local::LocalOperator>();
+    assert_send::<weir_host::engine::UploadFuture>();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(BackendSpec::RocksDb, dir.path());
+    let moved = std::thread::spawn(move || s.spec().subtask)
+        .join()
+        .expect("joins");
+    assert_eq!(moved, SubtaskIndex(0));
+}
