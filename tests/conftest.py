@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,8 @@ def spark() -> Iterator[SparkSession]:
     # Imported here so unit tests do not pay for PySpark's import.
     from pyspark.sql import SparkSession
 
+    # Python workers must run this interpreter, which has weir installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("weir-tests")

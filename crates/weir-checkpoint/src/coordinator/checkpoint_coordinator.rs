@@ -527,6 +527,8 @@ mod tests {
                 operator_state: None,
             },
             metrics: SubtaskMetrics::default(),
+            key_types: None,
+            states: Vec::new(),
         }
     }
 

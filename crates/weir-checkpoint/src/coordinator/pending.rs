@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use weir_types::{CheckpointId, Epoch, JobId, OperatorUid, SubtaskIndex};
+use weir_types::{CheckpointId, Epoch, JobId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
 
 use super::stats::SubtaskMetrics;
 use super::time::{Timestamp, millis};
@@ -44,6 +44,15 @@ pub struct SubtaskAck {
     pub state: SubtaskStateMeta,
     /// What it measured.
     pub metrics: SubtaskMetrics,
+    /// The key columns' types its keyed state was written with; fills the
+    /// operator's metadata when the job did not declare them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_types: Option<Vec<ValueType>>,
+    /// The keyed states it registered; fill the operator's metadata when the
+    /// job did not declare them (states are declared in the user's function,
+    /// which only tasks run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub states: Vec<StateDescriptor>,
 }
 
 /// A subtask's refusal to take part in a checkpoint (its snapshot failed).
@@ -269,16 +278,31 @@ impl PendingCheckpoint {
         }
         for op in operators {
             if let Some(subtasks) = by_uid.remove(&op.uid) {
-                meta.operators.push(OperatorStateMeta {
-                    subtasks,
-                    ..op.clone()
-                });
+                let mut op = op.clone();
+                self.fill_schema(&mut op);
+                meta.operators.push(OperatorStateMeta { subtasks, ..op });
             }
         }
         self.phase = PendingPhase::Finalizing {
             metadata: Box::new(meta.clone()),
         };
         Some(meta)
+    }
+
+    /// Completes what `op` says about its keys and states from the acks of its
+    /// subtasks: the first key types reported, and every state by name.
+    fn fill_schema(&self, op: &mut OperatorStateMeta) {
+        let acks = self.acked.iter().filter(|((uid, _), _)| *uid == op.uid);
+        for (_, ack) in acks {
+            if op.key_types.is_none() {
+                op.key_types.clone_from(&ack.key_types);
+            }
+            for state in &ack.states {
+                if !op.states.iter().any(|known| known.name == state.name) {
+                    op.states.push(state.clone());
+                }
+            }
+        }
     }
 
     /// The metadata of a checkpoint whose metadata is being written.
@@ -328,6 +352,8 @@ mod tests {
                 persisted_bytes: 4,
                 ..SubtaskMetrics::default()
             },
+            key_types: None,
+            states: Vec::new(),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_checkpoint::coordinator::{SubtaskAck, SubtaskDecline, SubtaskMetrics};
-use weir_types::{CheckpointId, OperatorUid, SubtaskIndex};
+use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
 
 use super::ack;
 use super::host::{Host, UploadKey};
@@ -50,6 +50,8 @@ pub(crate) fn take(
     }
     let snapshot = slot.subtask.snapshot_sync()?;
     let sync = started.elapsed();
+    let key_types = snapshot.key_types().map(<[_]>::to_vec);
+    let states = snapshot.descriptors().to_vec();
     slot.remember_checkpoint(id);
     let upload = snapshot.upload(&host.runtime, &storage, id);
     let key: UploadKey = (id, spec.uid, spec.subtask);
@@ -59,6 +61,8 @@ pub(crate) fn take(
         key,
         ack: request.ack.clone(),
         sync,
+        key_types,
+        states,
     };
     host.runtime.spawn(background.run(upload, cancel));
     Ok(BarrierReply {
@@ -73,6 +77,8 @@ struct Background {
     key: UploadKey,
     ack: AckTarget,
     sync: Duration,
+    key_types: Option<Vec<ValueType>>,
+    states: Vec<StateDescriptor>,
 }
 
 impl Background {
@@ -115,6 +121,8 @@ impl Background {
                 persisted_bytes: metrics.uploaded_size,
                 alignment_buffered_bytes: 0,
             },
+            key_types: self.key_types.clone(),
+            states: self.states.clone(),
         };
         let answer = ack::post(&self.ack, "/ack", &body).await?;
         if answer.status == 200 {

@@ -1,0 +1,86 @@
+"""How a task reaches its subtask's state on the executor's state host."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+from weir import _internal
+from weir.host import command
+from weir.key_groups import key_group_range as _key_group_range
+from weir.spark.plan import EpochTask
+
+
+def _owner_pid() -> int:
+    """The Spark executor (JVM) process: the host must not outlive it.
+
+    Python workers are forked by PySpark's daemon, itself a child of the
+    executor; a worker without a daemon is the executor's child directly.
+    """
+    parent = os.getppid()
+    try:
+        stat = Path(f"/proc/{parent}/stat").read_text()
+        command_line = Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError:
+        return parent
+    if b"pyspark.daemon" in command_line:
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    return parent
+
+
+@cache
+def _restore_json(path: str, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> str | None:
+    return _internal.subtask_restore(path, uid, subtask, parallelism, max_parallelism)
+
+
+def open_session(task: EpochTask, partition: int) -> _internal.Session:
+    """Attaches to subtask ``partition``'s state, restoring it first if this
+    generation starts from a checkpoint and the host does not hold it yet."""
+    op = task.operator
+    restore = (
+        _restore_json(op.restore_from, op.uid, partition, op.parallelism, op.max_parallelism)
+        if op.restore_from is not None
+        else None
+    )
+    restored_from = json.loads(restore)["restored_from"] if restore is not None else None
+    return _internal.connect_host(
+        op.host.directory,
+        op.host.token,
+        uid=op.uid,
+        subtask=partition,
+        parallelism=op.parallelism,
+        max_parallelism=op.max_parallelism,
+        backend=op.backend,
+        key_types_json=op.key_types_json,
+        expect_restored_from=restored_from,
+        expect_final_epoch=task.final_epoch,
+        restore_json=restore,
+        host_command=command(),
+        idle_timeout_s=op.host.idle_timeout_s,
+        owner_pid=_owner_pid(),
+    )
+
+
+def take_barrier(session: _internal.Session, task: EpochTask) -> int:
+    """The barrier's synchronous part; returns its duration in microseconds."""
+    barrier = task.barrier
+    assert barrier is not None
+    return int(
+        _internal.take_barrier(
+            session,
+            barrier.checkpoint_id,
+            barrier.cut,
+            barrier.storage,
+            barrier.storage_options,
+            barrier.ack_url,
+            task.operator.host.token,
+        )
+    )
+
+
+def key_group_range(max_parallelism: int, parallelism: int, subtask: int) -> tuple[int, int]:
+    """The key groups ``[start, end)`` of a subtask."""
+    r = _key_group_range(max_parallelism, parallelism, subtask)
+    return r.start, r.end

@@ -1,0 +1,86 @@
+"""What one epoch's tasks are told: the operator, the epoch, and any barrier.
+
+An :class:`EpochTask` travels to the Python workers inside the ``mapInArrow``
+closure of the epoch's Spark job, so every task of subtask ``s`` in epoch
+``e`` learns, in-band and before its first record, which epochs are final,
+whether a barrier precedes its records, and which checkpoint (if any) its
+state must be restored from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+KEY_GROUP = "__weir_key_group"
+"""Internal column: the key group of the row's key, computed in the JVM."""
+ROUTE = "__weir_route"
+"""Internal column: the routing value of the row's subtask."""
+MARKER = "__weir_marker"
+"""Internal column: true on the one marker row each subtask gets per epoch."""
+INTERNAL_COLUMNS = (KEY_GROUP, ROUTE, MARKER)
+
+
+@dataclass(frozen=True)
+class HostAddress:
+    """How tasks reach (and if needed start) the executor's state host."""
+
+    directory: str
+    """The host's private (0700) directory holding its socket and lock."""
+    token: str
+    """The job token the host checks in the handshake."""
+    idle_timeout_s: float
+    """The host exits after this long without connections."""
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """Checkpoint ``checkpoint_id`` cuts after epoch ``cut``: snapshot before any record."""
+
+    checkpoint_id: int
+    cut: int
+    storage: str
+    """The job's checkpoint directory (URL) the snapshot is uploaded under."""
+    storage_options: dict[str, str]
+    """Options of that storage (S3 settings; ``put_delay_ms`` for a slow local store)."""
+    ack_url: str
+    """The coordinator's base URL; the host acks there with the job token."""
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """The stateful operator, the same for every epoch of a run."""
+
+    uid: str
+    function: Any
+    key_columns: tuple[str, ...]
+    key_types_json: str | None
+    """The key columns' state types as a JSON list; ``None`` before the first data epoch."""
+    value_columns: tuple[str, ...]
+    output_schema: pa.Schema
+    parallelism: int
+    max_parallelism: int
+    backend: str
+    host: HostAddress
+    generation: int
+    """Bumped at every restore: a host holding an older generation's state drops it."""
+    restore_from: str | None
+    """The checkpoint or savepoint this generation's state starts from."""
+
+
+@dataclass(frozen=True)
+class EpochTask:
+    """Everything a task of one epoch needs besides its rows."""
+
+    operator: OperatorSpec
+    epoch: int
+    final_epoch: int | None
+    """Every epoch up to this one succeeded: fold it into the base first."""
+    first_epoch: int
+    """The first epoch of this generation: before it, state is restored or empty."""
+    barrier: Barrier | None
+    notify_complete: int | None
+    """The newest completed checkpoint the function has not yet been told of."""

@@ -1,0 +1,154 @@
+"""Sinks that publish an epoch's output only when it is safe to.
+
+Exactly-once (the default): an epoch's output is staged when its Spark job
+runs and published when the checkpoint covering the epoch completes, so a
+reader never sees output of epochs a recovery will replay. At-least-once:
+output is published as soon as its epoch succeeded.
+
+A sink's *handle* (stored in every checkpoint's ``_metadata``) lists the
+staged epochs not yet published; a restore publishes exactly those (they
+are covered by the restored checkpoint) and aborts every other staged epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row
+
+Handle = Any
+"""A JSON-serializable sink handle."""
+
+
+class Sink(Protocol):
+    """A transactional sink (see the module docs)."""
+
+    def write_epoch(self, frame: DataFrame, epoch: int) -> None:
+        """Runs the epoch's Spark job and stages its output."""
+        ...
+
+    def publish_up_to(self, epoch: int) -> None:
+        """Publishes every staged epoch ``<= epoch``; idempotent."""
+        ...
+
+    def handle(self) -> Handle:
+        """The staged, unpublished epochs (stored with checkpoints)."""
+        ...
+
+    def recover(self, handle: Handle) -> None:
+        """After a restore: publishes the epochs ``handle`` names, aborts the rest."""
+        ...
+
+
+def _epochs_of(handle: Handle) -> list[int]:
+    return [int(e) for e in (handle or {}).get("staged", [])]
+
+
+@dataclass
+class ParquetFilesSink:
+    """Parquet files under a local directory, one subdirectory per epoch.
+
+    Epoch ``e`` is written to ``<path>/_staging/epoch=<e>`` (Spark readers skip
+    directories starting with ``_``) and published by renaming it to
+    ``<path>/epoch=<e>``, an atomic step, so ``spark.read.parquet(path)`` sees
+    whole epochs or nothing.
+    """
+
+    path: str
+
+    def __post_init__(self) -> None:
+        self.path = self.path.removeprefix("file://")
+        os.makedirs(self._staging_root(), exist_ok=True)
+
+    def _staging_root(self) -> str:
+        return os.path.join(self.path, "_staging")
+
+    def _staged(self, epoch: int) -> str:
+        return os.path.join(self._staging_root(), f"epoch={epoch}")
+
+    def _published(self, epoch: int) -> str:
+        return os.path.join(self.path, f"epoch={epoch}")
+
+    def _staged_epochs(self) -> list[int]:
+        return sorted(
+            int(name.removeprefix("epoch="))
+            for name in os.listdir(self._staging_root())
+            if name.startswith("epoch=")
+        )
+
+    def write_epoch(self, frame: DataFrame, epoch: int) -> None:
+        """Writes the epoch's output to its staging directory."""
+        frame.write.mode("overwrite").parquet(self._staged(epoch))
+
+    def publish_up_to(self, epoch: int) -> None:
+        """Renames every staged epoch ``<= epoch`` into place."""
+        for staged in self._staged_epochs():
+            if staged <= epoch:
+                self._publish(staged)
+
+    def _publish(self, epoch: int) -> None:
+        if os.path.exists(self._published(epoch)):
+            # Already published before a crash; the staged copy is a leftover.
+            shutil.rmtree(self._staged(epoch), ignore_errors=True)
+            return
+        os.rename(self._staged(epoch), self._published(epoch))
+
+    def handle(self) -> Handle:
+        """The staged epochs."""
+        return {"staged": self._staged_epochs()}
+
+    def recover(self, handle: Handle) -> None:
+        """Publishes the epochs of ``handle``, deletes every other staged epoch."""
+        keep = set(_epochs_of(handle))
+        for staged in self._staged_epochs():
+            if staged in keep:
+                self._publish(staged)
+            else:
+                shutil.rmtree(self._staged(staged))
+
+
+@dataclass
+class CollectSink:
+    """Collects published rows in the driver's memory; for tests and examples.
+
+    Staged rows live in the driver too, so they do not survive the driver.
+    """
+
+    rows: list[Row] = field(default_factory=list)
+    _staged: dict[int, list[Row]] = field(default_factory=dict)
+
+    def write_epoch(self, frame: DataFrame, epoch: int) -> None:
+        """Collects the epoch's output into the driver."""
+        self._staged[epoch] = frame.collect()
+
+    def publish_up_to(self, epoch: int) -> None:
+        """Moves every staged epoch ``<= epoch`` into :attr:`rows`, in epoch order."""
+        for staged in sorted(e for e in self._staged if e <= epoch):
+            self.rows.extend(self._staged.pop(staged))
+
+    def handle(self) -> Handle:
+        """The staged epochs."""
+        return {"staged": sorted(self._staged)}
+
+    def recover(self, handle: Handle) -> None:
+        """Publishes the epochs of ``handle`` still staged here, drops the rest."""
+        keep = set(_epochs_of(handle))
+        for staged in sorted(self._staged):
+            if staged in keep:
+                self.rows.extend(self._staged.pop(staged))
+            else:
+                del self._staged[staged]
+
+
+def parquet_files(path: str) -> ParquetFilesSink:
+    """A transactional Parquet sink under the local directory ``path``."""
+    return ParquetFilesSink(path)
+
+
+def collect() -> CollectSink:
+    """A sink that collects published rows into ``sink.rows`` (tests)."""
+    return CollectSink()

@@ -1,0 +1,97 @@
+"""The task side of an epoch: runs in Spark's Python workers inside ``mapInArrow``.
+
+A task of epoch ``e`` for subtask ``s`` (= its Spark partition) attaches to
+the executor's state host, takes the barrier's snapshot if one precedes its
+records, begins attempt ``a`` of ``e`` (which folds the final epochs into the
+base and discards an earlier attempt's writes, so retries are harmless), runs
+the user's function over its Arrow batches with batched state access, and
+commits. Marker rows (one per subtask per epoch) make every subtask run a task
+in every epoch, so barriers and notifications reach all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+
+from weir._runtime import KeyedOperatorRunner
+from weir.exceptions import StateError
+from weir.functions import VectorizedKeyedFunction
+from weir.spark import _host
+from weir.spark.plan import INTERNAL_COLUMNS, KEY_GROUP, MARKER, EpochTask
+
+ATTEMPT_IDS = 1 << 32
+"""Attempts are Spark's task attempt ids (unique in the application) modulo this."""
+
+
+def run_epoch_task(task: EpochTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function of one epoch (see the module docs)."""
+    context = TaskContext.get()
+    if context is None:
+        raise StateError("a Weir epoch task must run inside a Spark task")
+    partition = context.partitionId()
+    attempt = context.taskAttemptId() % ATTEMPT_IDS
+    op = task.operator
+    session = _host.open_session(task, partition)
+    if task.barrier is not None:
+        _host.take_barrier(session, task)
+    session.begin(task.epoch, attempt, task.final_epoch)
+    runner = KeyedOperatorRunner(op.function, session, restored=True)
+    runner.open()
+    if task.notify_complete is not None:
+        runner.notify_checkpoint_complete(task.notify_complete)
+    key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
+    vectorized = isinstance(op.function, VectorizedKeyedFunction)
+    for batch in batches:
+        data = batch.filter(pc.invert(batch.column(MARKER)))
+        if data.num_rows == 0:
+            continue
+        key_groups = data.column(KEY_GROUP)
+        _check_partition(key_groups, key_range, partition)
+        values = data.drop_columns(list(INTERNAL_COLUMNS))
+        keys = _keys(values, op.key_columns)
+        groups = key_groups.to_pylist()
+        if vectorized:
+            out = runner.process_arrow(values, keys, groups)
+            if out is not None and out.num_rows:
+                yield out
+            continue
+        elements = list(zip(*(values.column(c).to_pylist() for c in op.value_columns), strict=True))
+        outputs = runner.process(elements, keys, groups)
+        if outputs:
+            yield _to_batch(outputs, op.output_schema)
+    runner.close()
+    session.commit(task.epoch, attempt)
+
+
+def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition: int) -> None:
+    """Every row of partition ``s`` must belong to subtask ``s``: fail loudly otherwise."""
+    low, high = pc.min(key_groups).as_py(), pc.max(key_groups).as_py()
+    start, end = key_range
+    if low < start or high >= end:
+        raise StateError(
+            f"Spark partition {partition} got rows of key groups {low}..{high}, outside its "
+            f"subtask's key groups {start}..{end - 1}: the routing of rows to partitions is "
+            f"broken (is adaptive query execution coalescing the shuffle?)"
+        )
+
+
+def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...]) -> list[Any]:
+    if len(key_columns) == 1:
+        return values.column(key_columns[0]).to_pylist()
+    return list(zip(*(values.column(c).to_pylist() for c in key_columns), strict=True))
+
+
+def _to_batch(outputs: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+    columns = list(zip(*outputs, strict=True))
+    if len(columns) != len(schema):
+        raise StateError(
+            f"the function yielded rows of {len(columns)} fields, but its output schema has "
+            f"{len(schema)}: {schema}"
+        )
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -1,0 +1,288 @@
+"""End-to-end exactly-once tests of ``weir.spark.StreamJob`` on real PySpark (local mode).
+
+The workload is BENCHMARKS.md's keyed average at N = 200,000 events over
+10,000 keys (20 events per key, 2 averages per key): every run must publish
+exactly the expected averages, once each, whatever fails on the way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from weir.exceptions import InvalidArgumentError
+from weir.spark import StreamJob, sinks, sources
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+if str(EXAMPLES) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES))
+
+from keyed_average import FailingOnce, KeyedAverage, expected  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+N = 200_000
+KEYS = 10_000
+ROWS_PER_EPOCH = 40_000
+
+
+def _expected_pairs() -> Counter[tuple[int, int]]:
+    counts: dict[int, int] = {}
+    sums: dict[int, int] = {}
+    out: Counter[tuple[int, int]] = Counter()
+    for i in range(N):
+        key = (i * 2654435761) % KEYS
+        counts[key] = counts.get(key, 0) + 1
+        sums[key] = sums.get(key, 0) + i % 1000
+        if counts[key] == 10:
+            out[(key, sums[key] // 10)] += 1
+            counts[key] = sums[key] = 0
+    return out
+
+
+EXPECTED = _expected_pairs()
+
+
+def _job(spark: SparkSession, tmp: Path, function: Any, **options: Any) -> tuple[StreamJob, Path]:
+    out = tmp / "out"
+    parallelism = options.pop("parallelism", 2)
+    job = StreamJob(
+        spark,
+        name=options.pop("name", "avg"),
+        checkpoint_dir=str(tmp / "ckpt"),
+        parallelism=parallelism,
+        max_parallelism=128,
+        **options,
+    )
+    job.enable_checkpointing(300)
+    events = job.from_source(
+        sources.generator(N, keys=KEYS, rows_per_epoch=ROWS_PER_EPOCH), uid="events"
+    )
+    events.key_by("key").process(function, output_schema="key long, avg long", uid="avg").sink_to(
+        sinks.parquet_files(str(out)), uid="out"
+    )
+    return job, out
+
+
+def _published(spark: SparkSession, out: Path) -> Counter[tuple[int, int]]:
+    rows = spark.read.parquet(str(out)).select("key", "avg").collect()
+    return Counter((int(r["key"]), int(r["avg"])) for r in rows)
+
+
+def _assert_exactly_once(spark: SparkSession, out: Path) -> None:
+    published = _published(spark, out)
+    count, checksum = expected(N, KEYS)
+    assert sum(published.values()) == count
+    assert sum(k[1] * v for k, v in published.items()) == checksum
+    assert published == EXPECTED, "duplicated or missing averages"
+
+
+def test_expectation_matches_benchmarks_md() -> None:
+    assert expected(N, KEYS) == (20_000, sum(k[1] * v for k, v in EXPECTED.items()))
+
+
+def test_exactly_once_without_failures(spark: SparkSession, tmp_path: Path) -> None:
+    job, out = _job(spark, tmp_path, KeyedAverage(), state_backend="rocksdb")
+    result = job.execute()
+    assert result.restarts == 0
+    assert result.checkpoints, "a bounded exactly-once job ends with a checkpoint"
+    _assert_exactly_once(spark, out)
+
+
+def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: Path) -> None:
+    marker = tmp_path / "failed-once"
+    job, out = _job(spark, tmp_path, FailingOnce(KeyedAverage(), str(marker), after=5_000))
+    result = job.execute()
+    assert marker.exists(), "the injected failure happened"
+    assert result.restarts == 1
+    _assert_exactly_once(spark, out)
+
+
+def _state_host_pids(directory_hint: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "weir" in cmdline and "host" in cmdline and directory_hint in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_path: Path) -> None:
+    job, out = _job(spark, tmp_path, KeyedAverage(), name="avg-host-killed")
+    killed: list[int] = []
+
+    def kill_host_after_first_checkpoint() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            job_dir = tmp_path / "ckpt" / "avg-host-killed"
+            done = job_dir.exists() and any(
+                (p / "_metadata").exists() for p in job_dir.glob("chk-*")
+            )
+            pids = _state_host_pids("weir-avg-host-killed-")
+            if done and pids:
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                killed.extend(pids)
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_host_after_first_checkpoint, daemon=True)
+    killer.start()
+    result = job.execute()
+    killer.join(timeout=1)
+    assert killed, "the state host was killed mid-run"
+    assert result.restarts >= 1
+    _assert_exactly_once(spark, out)
+
+
+DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, {examples!r})
+    from pyspark.sql import SparkSession
+    from weir.spark import StreamJob, sinks, sources
+    from keyed_average import KeyedAverage
+
+    spark = (SparkSession.builder.master("local[2]").appName("weir-driver-kill")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    job = StreamJob(spark, name="avg-driver", checkpoint_dir={ckpt!r}, parallelism=2,
+                    state_backend="rocksdb", restore="latest")
+    job.enable_checkpointing(300)
+    events = job.from_source(sources.generator({n}, keys={keys}, rows_per_epoch={rows}),
+                             uid="events")
+    (events.key_by("key").process(KeyedAverage(), output_schema="key long, avg long", uid="avg")
+           .sink_to(sinks.parquet_files({out!r}), uid="out"))
+    result = job.execute()
+    print("RESTORED-RUN-DONE", result.epochs, flush=True)
+    """
+)
+
+
+def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: Path) -> None:
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    script = tmp_path / "driver.py"
+    script.write_text(
+        DRIVER.format(
+            examples=str(EXAMPLES), ckpt=str(ckpt), out=str(out), n=N, keys=KEYS, rows=10_000
+        )
+    )
+    first = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    deadline = time.monotonic() + 240
+    job_dir = ckpt / "avg-driver"
+    while time.monotonic() < deadline and first.poll() is None:
+        if job_dir.exists() and any((p / "_metadata").exists() for p in job_dir.glob("chk-*")):
+            break
+        time.sleep(0.05)
+    assert first.poll() is None, "the first driver must still be running when it is killed"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    second = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=280, check=False
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "restored from" in second.stderr
+    _assert_exactly_once(spark, out)
+
+
+def test_epochs_run_while_a_slow_upload_is_in_flight(spark: SparkSession, tmp_path: Path) -> None:
+    job, out = _job(
+        spark,
+        tmp_path,
+        KeyedAverage(),
+        name="avg-slow-store",
+        checkpoint_storage_options={"put_delay_ms": "1500"},
+    )
+    result = job.execute()
+    _assert_exactly_once(spark, out)
+    history = result.stats["history"]
+    completed = [c for c in history if c.get("status") == "completed"]
+    assert completed, history
+    # Each upload took at least the store's delay; meanwhile more epochs ran
+    # than one per checkpoint, so tasks did not wait for uploads.
+    assert result.epochs > len(result.checkpoints) + 1
+
+
+def _stop_after_first_checkpoint(job: StreamJob, savepoints: Path) -> threading.Thread:
+    def stop() -> None:
+        while True:
+            if any((p / "_metadata").exists() for p in (savepoints.parent / "ckpt").glob("*/chk-*")):
+                job.stop_with_savepoint(str(savepoints))
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=stop, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("new_parallelism", [3, 1])
+def test_stop_with_savepoint_and_resume_rescaled(
+    spark: SparkSession, tmp_path: Path, new_parallelism: int
+) -> None:
+    savepoints = tmp_path / "savepoints"
+    job, out = _job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
+    _stop_after_first_checkpoint(job, savepoints)
+    stopped = job.execute()
+    assert stopped.savepoint is not None
+    assert Path(stopped.savepoint, "_metadata").exists()
+    resumed, out2 = _job(
+        spark,
+        tmp_path,
+        KeyedAverage(),
+        parallelism=new_parallelism,
+        restore=stopped.savepoint,
+        name="avg-resumed",
+    )
+    assert out2 == out
+    resumed.execute()
+    _assert_exactly_once(spark, out)
+
+
+def test_a_savepoint_with_state_of_a_removed_operator_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    savepoints = tmp_path / "savepoints"
+    job, _ = _job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
+    _stop_after_first_checkpoint(job, savepoints)
+    stopped = job.execute()
+    assert stopped.savepoint is not None
+
+    def renamed(allow: bool) -> StreamJob:
+        other = StreamJob(
+            spark,
+            name="other",
+            checkpoint_dir=str(tmp_path / "ckpt2"),
+            parallelism=2,
+            restore=stopped.savepoint,
+            allow_non_restored_state=allow,
+            progress=False,
+        )
+        other.enable_checkpointing(300)
+        events = other.from_source(sources.generator(1000, keys=10), uid="events")
+        events.key_by("key").process(
+            KeyedAverage(), output_schema="key long, avg long", uid="avg-v2"
+        ).sink_to(sinks.collect(), uid="out")
+        return other
+
+    with pytest.raises(InvalidArgumentError, match="avg"):
+        renamed(False).execute()
+    renamed(True).execute()
