@@ -91,8 +91,8 @@ fn ensure_host_refuses_a_host_of_another_token_and_a_missing_binary() {
     let pid = HostClient::connect(&dir, TOKEN)
         .expect("connects")
         .host_pid();
-    let err = ensure_host(&dir, "other-run", &options(Duration::from_secs(60)))
-        .expect_err("wrong token");
+    let err =
+        ensure_host(&dir, "other-run", &options(Duration::from_secs(60))).expect_err("wrong token");
     assert!(matches!(err, HostError::Unauthorized), "{err}");
     kill(pid);
     assert!(wait_gone(pid, Duration::from_secs(30)));
@@ -166,18 +166,22 @@ fn a_host_killed_mid_batch_surfaces_as_state_lost_at_once() {
     let host = Host::start();
     let mut session = host
         .connect()
-        .attach(spec("big", 0, 1, BackendSpec::RocksDb), Expectation::fresh())
+        .attach(
+            spec("big", 0, 1, BackendSpec::RocksDb),
+            Expectation::fresh(),
+        )
         .expect("attaches");
     let count = session
         .register_state(
             &StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid"),
         )
         .expect("registers");
-    session
-        .begin(Epoch(1), Attempt(0), None)
-        .expect("begins");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
     let ids: Vec<i64> = (0..200_000).collect();
-    let (batch, values) = (keys(&ids), ints(&ids.iter().map(|&i| Some(i)).collect::<Vec<_>>()));
+    let (batch, values) = (
+        keys(&ids),
+        ints(&ids.iter().map(|&i| Some(i)).collect::<Vec<_>>()),
+    );
     let (started, in_flight) = mpsc::channel();
     let (done, outcome) = mpsc::channel();
     let worker = std::thread::spawn(move || {

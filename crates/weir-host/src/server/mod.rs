@@ -30,8 +30,8 @@ pub use watchdog::ExitReason;
 /// decided to exit releases it moments after removing its socket.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 
-/// How a host runs.
-#[derive(Debug, Clone)]
+/// How a host runs. Its `Debug` output leaves out the token.
+#[derive(Clone)]
 pub struct HostConfig {
     /// The host directory (socket, lock, working files).
     pub dir: HostDir,
@@ -46,6 +46,18 @@ pub struct HostConfig {
     pub work_dir: Option<PathBuf>,
     /// How often the idle timer and the owner are checked.
     pub poll_interval: Duration,
+}
+
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("dir", &self.dir)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("owner_pid", &self.owner_pid)
+            .field("work_dir", &self.work_dir)
+            .field("poll_interval", &self.poll_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a host did not start.

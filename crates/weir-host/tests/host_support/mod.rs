@@ -28,7 +28,18 @@ pub fn options(idle: Duration) -> HostOptions {
     HostOptions {
         binary: Some(binary()),
         idle_timeout: idle,
+        // A test process that dies takes its hosts with it.
+        owner_pid: Some(std::process::id()),
         ..HostOptions::default()
+    }
+}
+
+/// `--owner-pid <this test process>` unless `args` name another owner.
+fn owner(args: &[&str]) -> Vec<String> {
+    if args.contains(&"--owner-pid") {
+        Vec::new()
+    } else {
+        vec!["--owner-pid".into(), std::process::id().to_string()]
     }
 }
 
@@ -54,6 +65,7 @@ impl Host {
             .arg("--dir")
             .arg(&host_dir)
             .args(args)
+            .args(owner(args))
             .env(HOST_TOKEN_ENV, TOKEN)
             .stdin(Stdio::null())
             .spawn()

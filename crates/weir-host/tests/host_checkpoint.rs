@@ -1,0 +1,354 @@
+//! A checkpoint end to end: barriers in a real host, uploads to real
+//! storage, acks to a real `CoordinatorDriver`, a `_metadata` that restores
+//! into a fresh host (at the same and at another parallelism).
+
+mod host_support;
+
+use std::time::Duration;
+
+use host_support::{Host, TOKEN, decoded, ints, keys, owned_ids, spec};
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+use weir_checkpoint::coordinator::{
+    CheckpointConfig, CoordinatorEffect, CoordinatorOptions, EpochCut, Timestamp,
+};
+use weir_checkpoint::{
+    CheckpointStorage, JobOperator, OperatorRestore, OperatorStateMeta, RestorePlan,
+    StorageLocation, StorageOptions,
+};
+use weir_coordinator::{CoordinatorDriver, DriverEvent, JobToken, ServerOptions, StorageSink};
+use weir_host::client::{HostClient, RemoteSession};
+use weir_host::protocol::{AckTarget, BarrierRequest, Expectation, RestoreRequest, StorageRef};
+use weir_host::{BackendSpec, HostError, SubtaskSession};
+use weir_state::{RedistributionMode, StateId};
+use weir_types::{
+    Attempt, CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid, StateDescriptor, StateKind,
+    ValueType,
+};
+
+const COORDINATOR_TOKEN: &str = "coordinator-token-5e2";
+
+fn count() -> StateDescriptor {
+    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
+}
+
+struct Job {
+    driver: CoordinatorDriver<StorageSink>,
+    events: mpsc::UnboundedReceiver<DriverEvent>,
+    storage: CheckpointStorage,
+    _dir: tempfile::TempDir,
+}
+
+fn start_coordinator(runtime: &Runtime) -> Job {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let location = StorageLocation::parse(
+        &dir.path().display().to_string(),
+        &StorageOptions::default(),
+    )
+    .expect("local storage");
+    let job = JobId::new("job").expect("valid");
+    let storage = CheckpointStorage::filesystem(&location, job.clone()).expect("storage");
+    let mut config = CheckpointConfig::new(Duration::from_millis(20));
+    config.timeout = Duration::from_secs(300);
+    let options = CoordinatorOptions {
+        job_id: job,
+        config,
+        operators: vec![OperatorStateMeta {
+            uid: OperatorUid::new("avg").expect("valid"),
+            parallelism: 2,
+            max_parallelism: MaxParallelism::new(128).expect("valid"),
+            key_types: Some(vec![ValueType::Int64]),
+            states: vec![count()],
+            subtasks: Vec::new(),
+        }],
+        first_checkpoint_id: CheckpointId(1),
+        started_at: Timestamp(0),
+        history: 10,
+        retention: None,
+    };
+    let server = ServerOptions::new(JobToken::new(COORDINATOR_TOKEN).expect("non-empty"));
+    let sink = StorageSink::new(storage.clone(), None);
+    let (driver, events) = runtime
+        .block_on(CoordinatorDriver::start(options, sink, server))
+        .expect("starts");
+    Job {
+        driver,
+        events,
+        storage,
+        _dir: dir,
+    }
+}
+
+fn next_effect<T>(
+    runtime: &Runtime,
+    events: &mut mpsc::UnboundedReceiver<DriverEvent>,
+    mut pick: impl FnMut(&CoordinatorEffect) -> Option<T>,
+) -> T {
+    let wait = async {
+        loop {
+            match events.recv().await.expect("driver running") {
+                DriverEvent::Coordinator(effect) => {
+                    if let Some(found) = pick(&effect) {
+                        return found;
+                    }
+                }
+                DriverEvent::CleanupFailed { message } => panic!("cleanup failed: {message}"),
+            }
+        }
+    };
+    runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(60), wait).await })
+        .expect("the expected event arrives")
+}
+
+/// Runs epochs 1..=3 on `session`: each adds `bump` to every key's count.
+fn run_epochs(session: &mut RemoteSession, state: StateId, ids: &[i64], bump: i64) {
+    let batch = keys(ids);
+    for epoch in 1..=3u64 {
+        let final_epoch = (epoch > 1).then(|| Epoch(epoch - 1));
+        session
+            .begin(Epoch(epoch), Attempt(0), final_epoch)
+            .expect("begins");
+        let next: Vec<Option<i64>> = decoded(&session.get_values(state, &batch).expect("reads"))
+            .iter()
+            .zip(ids)
+            .map(|(v, &id)| Some(v.unwrap_or(id * 1000) + bump))
+            .collect();
+        session
+            .put_values(state, &batch, &ints(&next))
+            .expect("writes");
+        session.commit(Epoch(epoch), Attempt(0)).expect("commits");
+    }
+}
+
+#[test]
+fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
+    let runtime = Runtime::new().expect("runtime");
+    let mut job = start_coordinator(&runtime);
+    let host = Host::start();
+    let backends = [BackendSpec::Heap, BackendSpec::RocksDb];
+    let ids: Vec<Vec<i64>> = (0..2).map(|s| owned_ids(s, 2, 300)).collect();
+    let mut states = Vec::new();
+    for subtask in 0..2u32 {
+        let mut session = host
+            .connect()
+            .attach(
+                spec("avg", subtask, 2, backends[subtask as usize].clone()),
+                Expectation::fresh(),
+            )
+            .expect("attaches");
+        let state = session.register_state(&count()).expect("registers");
+        let offsets = session
+            .register_operator_state("offsets", RedistributionMode::Split)
+            .expect("registers");
+        run_epochs(&mut session, state, &ids[subtask as usize], 1);
+        // Operator state written in epoch 3 (re-begun as a new attempt).
+        session
+            .begin(Epoch(3), Attempt(1), Some(Epoch(2)))
+            .expect("retries epoch 3");
+        run_retry_of_epoch_3(
+            &mut session,
+            state,
+            offsets,
+            &ids[subtask as usize],
+            subtask,
+        );
+        states.push(state);
+    }
+
+    let id = next_effect(&runtime, &mut job.events, |e| match e {
+        CoordinatorEffect::Triggered { id, .. } => Some(*id),
+        _ => None,
+    });
+    runtime.block_on(job.driver.epoch_final(EpochCut {
+        epoch: Epoch(3),
+        ..EpochCut::default()
+    }));
+    let cut = next_effect(&runtime, &mut job.events, |e| match e {
+        CoordinatorEffect::InjectBarrier { id: got, cut, .. } if *got == id => Some(*cut),
+        _ => None,
+    });
+    assert_eq!(cut, Epoch(3));
+
+    // The first task of each subtask after the cut carries the barrier.
+    let job_dir = job.storage.job_dir().url().to_owned();
+    let barrier = BarrierRequest {
+        checkpoint: id,
+        cut,
+        storage: StorageRef::new(job_dir.clone()),
+        ack: AckTarget {
+            url: format!("http://{}", job.driver.local_addr()),
+            token: COORDINATOR_TOKEN.into(),
+        },
+    };
+    for subtask in 0..2u32 {
+        let mut session = host
+            .connect()
+            .attach(
+                spec("avg", subtask, 2, backends[subtask as usize].clone()),
+                Expectation {
+                    restored_from: None,
+                    final_epoch: Some(cut),
+                },
+            )
+            .expect("attaches");
+        let reply = session.barrier(barrier.clone()).expect("takes the barrier");
+        assert!(reply.started);
+        // A retried task repeats the barrier; the host does nothing twice.
+        let again = session.barrier(barrier.clone()).expect("repeats");
+        assert!(!again.started);
+        // The next epoch runs while the upload goes on; its writes are not
+        // part of the checkpoint.
+        session
+            .begin(Epoch(4), Attempt(0), Some(cut))
+            .expect("begins");
+        session
+            .put_values(
+                states[subtask as usize],
+                &keys(&ids[subtask as usize]),
+                &ints(&vec![Some(-1); ids[subtask as usize].len()]),
+            )
+            .expect("writes");
+        session.commit(Epoch(4), Attempt(0)).expect("commits");
+    }
+
+    let completed = next_effect(&runtime, &mut job.events, |e| match e {
+        CoordinatorEffect::NotifyComplete { id: got, cut, .. } if *got == id => Some(*cut),
+        _ => None,
+    });
+    assert_eq!(completed, cut);
+    let status = host.connect().status().expect("status");
+    assert_eq!(status.acked_uploads, 2, "{status:?}");
+    assert_eq!(status.failed_uploads, 0, "{status:?}");
+    assert_eq!(status.pending_uploads, 0);
+    let meta = runtime
+        .block_on(job.storage.latest_completed())
+        .expect("readable")
+        .expect("checkpoint 1 is complete");
+    assert_eq!((meta.checkpoint_id, meta.cut_epoch), (id, cut));
+    assert_eq!(meta.operators[0].subtasks.len(), 2);
+    let sizes = runtime.block_on(job.driver.stats());
+    assert!(
+        sizes
+            .get(id)
+            .is_some_and(|s| s.subtasks.iter().all(|t| t.metrics.state_size_bytes > 0)),
+        "{sizes:?}"
+    );
+
+    // Restore at the same parallelism, into a fresh host, and at parallelism 1.
+    for parallelism in [2u32, 1] {
+        let fresh = Host::start();
+        let op = JobOperator {
+            uid: OperatorUid::new("avg").expect("valid"),
+            max_parallelism: MaxParallelism::new(128).expect("valid"),
+            parallelism,
+        };
+        let plan = RestorePlan::new(&meta, &[op], false).expect("plans");
+        let OperatorRestore::Restored(restored) =
+            &plan.operators[&OperatorUid::new("avg").expect("valid")]
+        else {
+            panic!("avg has stored state");
+        };
+        let mut all_offsets = Vec::new();
+        for subtask in 0..parallelism {
+            let spec = spec("avg", subtask, parallelism, BackendSpec::RocksDb);
+            let request = RestoreRequest::new(
+                spec.clone(),
+                id,
+                cut,
+                StorageRef::new(job_dir.clone()),
+                restored.subtasks[subtask as usize].clone(),
+            );
+            let mut session = fresh.connect().restore(request).expect("restores");
+            let state = session.register_state(&count()).expect("registers");
+            let offsets = session
+                .register_operator_state("offsets", RedistributionMode::Split)
+                .expect("registers");
+            session
+                .begin(Epoch(4), Attempt(0), Some(cut))
+                .expect("begins after the cut");
+            let mine = owned_ids(subtask, parallelism, 300);
+            let values = decoded(&session.get_values(state, &keys(&mine)).expect("reads"));
+            let expected: Vec<Option<i64>> = mine.iter().map(|&i| Some(i * 1000 + 3)).collect();
+            assert_eq!(
+                values, expected,
+                "parallelism {parallelism}, subtask {subtask}"
+            );
+            all_offsets.extend(session.operator_state(offsets).expect("reads"));
+            session.commit(Epoch(4), Attempt(0)).expect("commits");
+            drop(session);
+            // Later tasks attach with the restore as their expectation.
+            HostClient::connect(fresh.path(), TOKEN)
+                .expect("connects")
+                .attach(
+                    spec.clone(),
+                    Expectation {
+                        restored_from: Some(id),
+                        final_epoch: Some(Epoch(4)),
+                    },
+                )
+                .expect("attaches to the restored state");
+            let err = HostClient::connect(fresh.path(), TOKEN)
+                .expect("connects")
+                .attach(
+                    spec,
+                    Expectation {
+                        restored_from: None,
+                        final_epoch: Some(Epoch(4)),
+                    },
+                )
+                .expect_err("not a fresh job's state");
+            assert!(matches!(err, HostError::StateLost(_)), "{err}");
+        }
+        all_offsets.sort();
+        assert_eq!(
+            all_offsets,
+            [b"s0".to_vec(), b"s1".to_vec()],
+            "parallelism {parallelism}"
+        );
+    }
+    runtime.block_on(job.driver.shutdown());
+}
+
+/// Epoch 3 again: the same writes as the first attempt plus operator state.
+fn run_retry_of_epoch_3(
+    session: &mut RemoteSession,
+    state: StateId,
+    offsets: StateId,
+    ids: &[i64],
+    subtask: u32,
+) {
+    let batch = keys(ids);
+    let next: Vec<Option<i64>> = ids.iter().map(|&i| Some(i * 1000 + 3)).collect();
+    session
+        .put_values(state, &batch, &ints(&next))
+        .expect("writes");
+    session
+        .set_operator_state(offsets, vec![format!("s{subtask}").into_bytes()])
+        .expect("sets");
+    session.commit(Epoch(3), Attempt(1)).expect("commits");
+}
+
+#[test]
+fn a_barrier_for_an_epoch_this_host_never_ran_is_state_lost() {
+    let host = Host::start();
+    let mut session = host
+        .connect()
+        .attach(spec("avg", 0, 1, BackendSpec::Heap), Expectation::fresh())
+        .expect("attaches");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let err = session
+        .barrier(BarrierRequest {
+            checkpoint: CheckpointId(1),
+            cut: Epoch(2),
+            storage: StorageRef::new(tmp.path().display().to_string()),
+            ack: AckTarget {
+                url: "http://127.0.0.1:9".into(),
+                token: "t".into(),
+            },
+        })
+        .expect_err("epoch 2 ran elsewhere");
+    assert!(matches!(err, HostError::StateLost(_)), "{err}");
+}
