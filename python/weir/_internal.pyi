@@ -1,6 +1,7 @@
 # Stubs for the native module built from crates/weir-python; checked by mypy.stubtest.
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any, final
 
 __all__ = [
@@ -16,14 +17,19 @@ __all__ = [
     "StateLostError",
     "WeirError",
     "check_restore",
+    "connect_host",
+    "host_exit_already_running",
+    "host_status",
     "key_group_for_hash",
     "key_group_range",
     "key_groups_of",
     "latest_checkpoint",
     "read_checkpoint",
+    "run_host",
     "spark_hash",
     "subtask_for_key_group",
     "subtask_restore",
+    "take_barrier",
 ]
 
 __version__: str
@@ -49,6 +55,43 @@ def check_restore(
 def subtask_restore(
     path: str, uid: str, subtask: int, parallelism: int, max_parallelism: int
 ) -> str | None: ...
+
+def host_exit_already_running() -> int: ...
+def run_host(
+    directory: str | PathLike[str],
+    token: str,
+    idle_timeout_ms: int,
+    owner_pid: int | None = None,
+    work_dir: str | PathLike[str] | None = None,
+    poll_ms: int = 200,
+) -> int: ...
+def connect_host(
+    directory: str | PathLike[str],
+    token: str,
+    *,
+    uid: str,
+    subtask: int,
+    parallelism: int,
+    max_parallelism: int,
+    backend: str,
+    key_types_json: str,
+    expect_restored_from: int | None,
+    expect_final_epoch: int | None,
+    restore_json: str | None,
+    host_command: str | PathLike[str],
+    idle_timeout_s: float,
+    owner_pid: int | None,
+) -> Session: ...
+def take_barrier(
+    session: Session,
+    checkpoint_id: int,
+    cut: int,
+    storage: str,
+    storage_options: Mapping[str, str],
+    ack_url: str,
+    token: str,
+) -> int: ...
+def host_status(session: Session) -> str: ...
 
 @final
 class KeyBatch:

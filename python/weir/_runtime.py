@@ -225,7 +225,8 @@ class _ValueLikeState(_KeyedState):
     ):
         super().__init__(session, state_id, descriptor, scope)
         self._cache: dict[Any, Any] = {}
-        self._dirty: set[Any] = set()
+        # A dict, not a set: `d[k] = None` is one bytecode, `s.add(k)` a method call.
+        self._dirty: dict[Any, None] = {}
 
     def begin_batch(self, batch: _Batch) -> None:
         super().begin_batch(batch)
@@ -235,12 +236,13 @@ class _ValueLikeState(_KeyedState):
     def end_batch(self, write: bool = True) -> None:
         batch, dirty, cache = self._batch, self._dirty, self._cache
         self._cache = {}
-        self._dirty = set()
+        self._dirty = {}
         super().end_batch()
         if not write or not dirty or batch is None:
             return
         if len(dirty) == len(batch.distinct):
-            self._session.put_values(self._id, batch.key_batch, [cache[key] for key in batch.distinct])
+            # Every key is dirty, so the cache holds exactly the batch's keys in batch order.
+            self._session.put_values(self._id, batch.key_batch, list(cache.values()))
         else:
             keys = list(dirty)
             self._session.put_values(self._id, batch.rows(keys), [cache[key] for key in keys])
@@ -266,7 +268,7 @@ class _ValueLikeState(_KeyedState):
             self._cache[key] = value
         except TypeError:
             raise _outside_keyed_context(self.name) from None
-        self._dirty.add(key)
+        self._dirty[key] = None
 
     def clear(self) -> None:
         """Remove the current key's value."""
@@ -295,7 +297,7 @@ class _ValueState(_ValueLikeState, ValueState[Any]):
             self._cache[key] = value
         except TypeError:
             raise _outside_keyed_context(self.name) from None
-        self._dirty.add(key)
+        self._dirty[key] = None
 
 
 class _ValueStateWithDefault(_ValueState):
@@ -957,7 +959,8 @@ class KeyedOperatorRunner:
             extend = out.extend
             scope = self._scope
             process_element = function.process_element
-            for value, key in zip(elements, keys, strict=True):
+            # Lengths were checked above; strict zip would only cost time here.
+            for value, key in zip(elements, keys, strict=False):
                 scope.key = key
                 result = process_element(value, scope)
                 if result is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from count_window_average import CountWindowAverage
 
+from weir import Types, ValueStateDescriptor
 from weir.testing import KeyedOperatorHarness
 
 INPUT = [(1, 3), (1, 5), (1, 7), (1, 4), (1, 2)]
@@ -33,6 +34,9 @@ def test_outputs_match_flinks_example(backend: str) -> None:
         assert h.outputs() == [(1, 4), (1, 5)]
         # The fifth element waits for its window: (count, sum) = (1, 2).
         assert h.state(1, "average") == (1, 2)
+        descriptor = ValueStateDescriptor("average", Types.TUPLE([Types.LONG(), Types.LONG()]))
+        assert h.get_state(1, descriptor) == (1, 2)
+        assert h.state(2, "average") is None
 
 
 @pytest.mark.parametrize("split", [1, 2, 3, 4])

@@ -1,0 +1,121 @@
+"""Keyed state through a real state host process: the same runner, on a host session.
+
+Two tasks of one subtask, each its own connection (as two Spark tasks on
+possibly different Python workers): the second sees the first one's state.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from test_state_types import RECORDS, EveryState, check_outputs
+from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
+
+from weir import _internal
+from weir._runtime import KeyedOperatorRunner
+from weir.exceptions import StateError
+
+
+def host_binary() -> Path | None:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "weir" / "target"))
+    binary = target / "release" / "weir-host"
+    return binary if binary.exists() else None
+
+
+@pytest.fixture
+def host_dir() -> Iterator[str]:
+    """A short directory for the host's Unix socket (socket paths are limited to ~100 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="wh-") as directory:
+        yield directory
+
+
+class Host:
+    """Connects tasks of one operator to one state host."""
+
+    def __init__(self, directory: str, backend: str, key_types: str) -> None:
+        binary = host_binary()
+        if binary is None:
+            pytest.skip("the weir-host binary is not built: cargo build --release -p weir-host")
+        self.binary = binary
+        self.directory = directory
+        self.backend = backend
+        self.key_types = key_types
+        self.token = secrets.token_hex(16)
+
+    def session(self, final_epoch: int | None, subtask: int = 0, parallelism: int = 1) -> Any:
+        return _internal.connect_host(
+            self.directory,
+            self.token,
+            uid="host-op",
+            subtask=subtask,
+            parallelism=parallelism,
+            max_parallelism=128,
+            backend=self.backend,
+            key_types_json=self.key_types,
+            expect_restored_from=None,
+            expect_final_epoch=final_epoch,
+            restore_json=None,
+            host_command=str(self.binary),
+            idle_timeout_s=30.0,
+            owner_pid=os.getpid(),
+        )
+
+
+def run_task(session: Any, function: Any, epoch: int, work: Any) -> Any:
+    """One Spark-like task: begin, open, work, close, commit."""
+    runner = KeyedOperatorRunner(function, session, restored=epoch > 1)
+    session.begin(epoch, 0, epoch - 1 if epoch > 1 else None)
+    runner.open()
+    result = work(runner)
+    runner.close()
+    session.commit(epoch, 0)
+    return result
+
+
+def test_every_state_kind_through_a_host(backend: str, host_dir: str) -> None:
+    host = Host(host_dir, backend, '[{"type":"utf8"}]')
+    first, second = RECORDS[:5], RECORDS[5:]
+    out1 = run_task(host.session(None), EveryState(), 1, lambda r: r.process(first, [k for k, _ in first]))
+    check_outputs(out1, first, {})
+    out2 = run_task(host.session(1), EveryState(), 2, lambda r: r.process(second, [k for k, _ in second]))
+    check_outputs(out2, second, {"a": [1, 3, 5], "b": [2], "c": [4]})
+    reader = host.session(2)
+    state = run_task(reader, EveryState(), 3, lambda r: r.read_keyed_state("history", "a"))
+    assert state == [1, 3, 5, 8]
+
+
+def test_vectorized_function_through_a_host(backend: str, host_dir: str) -> None:
+    host = Host(host_dir, backend, '[{"type":"utf8"}]')
+
+    def work(rows: list[Any]) -> Any:
+        def run(runner: KeyedOperatorRunner) -> Any:
+            data = batch(rows)
+            return runner.process_arrow(data, data.column("user"))
+
+        return run
+
+    first = run_task(host.session(None), RunningStats(), 1, work(ROWS))
+    assert outputs([first]) == expected([ROWS])
+    second = run_task(host.session(1), RunningStats(), 2, work(MORE))
+    assert outputs([second]) == expected([ROWS, MORE])[len(ROWS) :]
+    assert isinstance(second, pa.RecordBatch)
+
+
+def test_keys_must_match_the_attached_key_types(host_dir: str) -> None:
+    host = Host(host_dir, "heap", '[{"type":"int32"}]')
+    session = host.session(None)
+
+    def work(runner: KeyedOperatorRunner) -> Any:
+        # Python ints fit an int32 key column; strings do not.
+        assert runner.process([("a", 1)], [7]) is not None
+        with pytest.raises(StateError, match="keys are int32"):
+            runner.process([("a", 1)], ["seven"])
+
+    run_task(session, EveryState(), 1, work)
