@@ -352,3 +352,123 @@ fn a_barrier_for_an_epoch_this_host_never_ran_is_state_lost() {
         .expect_err("epoch 2 ran elsewhere");
     assert!(matches!(err, HostError::StateLost(_)), "{err}");
 }
+
+/// Polls the host until its uploads are done; returns the final status.
+fn settled(host: &Host) -> weir_host::protocol::HostStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = host.connect().status().expect("status");
+        if status.pending_uploads == 0 {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "uploads never finished: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A subtask with one committed epoch, attached for the task after it.
+fn one_epoch(host: &Host) -> RemoteSession {
+    let s = spec("avg", 0, 2, BackendSpec::Heap);
+    let mut session = host
+        .connect()
+        .attach(s.clone(), Expectation::fresh())
+        .expect("attaches");
+    let state = session.register_state(&count()).expect("registers");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    session
+        .put_values(
+            state,
+            &keys(&owned_ids(0, 2, 50)),
+            &ints(&vec![Some(1); owned_ids(0, 2, 50).len()]),
+        )
+        .expect("writes");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+    session
+}
+
+#[test]
+fn a_failed_upload_is_declined_and_the_coordinator_aborts_the_checkpoint() {
+    let runtime = Runtime::new().expect("runtime");
+    let mut job = start_coordinator(&runtime);
+    let host = Host::start();
+    let mut session = one_epoch(&host);
+    let id = next_effect(&runtime, &mut job.events, |e| match e {
+        CoordinatorEffect::Triggered { id, .. } => Some(*id),
+        _ => None,
+    });
+    runtime.block_on(job.driver.epoch_final(EpochCut {
+        epoch: Epoch(1),
+        ..EpochCut::default()
+    }));
+    next_effect(&runtime, &mut job.events, |e| match e {
+        CoordinatorEffect::InjectBarrier { id: got, .. } if *got == id => Some(()),
+        _ => None,
+    });
+    // A file where the checkpoint's directory must go makes the upload fail.
+    let job_dir = std::path::PathBuf::from(job.storage.job_dir().url());
+    std::fs::create_dir_all(&job_dir).expect("job dir");
+    std::fs::write(job_dir.join(format!("chk-{id}")), b"in the way").expect("blocks the upload");
+    let reply = session
+        .barrier(BarrierRequest {
+            checkpoint: id,
+            cut: Epoch(1),
+            storage: StorageRef::new(job.storage.job_dir().url()),
+            ack: AckTarget {
+                url: format!("http://{}", job.driver.local_addr()),
+                token: COORDINATOR_TOKEN.into(),
+            },
+        })
+        .expect("the synchronous part succeeds");
+    assert!(reply.started);
+    let message = next_effect(&runtime, &mut job.events, |e| match e {
+        CoordinatorEffect::Aborted {
+            id: got,
+            reason: weir_checkpoint::coordinator::AbortReason::Declined { message, .. },
+            ..
+        } if *got == id => Some(message.clone()),
+        _ => None,
+    });
+    assert!(message.contains("upload failed"), "{message}");
+    let status = settled(&host);
+    assert_eq!(
+        (status.acked_uploads, status.failed_uploads),
+        (0, 1),
+        "{status:?}"
+    );
+    runtime.block_on(job.driver.shutdown());
+}
+
+#[test]
+fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
+    let runtime = Runtime::new().expect("runtime");
+    let job = start_coordinator(&runtime);
+    let host = Host::start();
+    let mut session = one_epoch(&host);
+    session
+        .barrier(BarrierRequest {
+            checkpoint: CheckpointId(1),
+            cut: Epoch(1),
+            storage: StorageRef::new(job.storage.job_dir().url()),
+            ack: AckTarget {
+                url: format!("http://{}", job.driver.local_addr()),
+                token: "not-the-coordinator-token".into(),
+            },
+        })
+        .expect("the synchronous part succeeds");
+    let status = settled(&host);
+    assert_eq!(
+        (status.acked_uploads, status.failed_uploads),
+        (0, 1),
+        "{status:?}"
+    );
+    let failure = status.last_failure.expect("a failure message");
+    assert!(failure.contains("refused the job token"), "{failure}");
+    assert!(
+        !failure.contains("not-the-coordinator-token"),
+        "no secrets in status"
+    );
+    runtime.block_on(job.driver.shutdown());
+}
