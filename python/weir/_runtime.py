@@ -46,6 +46,7 @@ State is only readable while a record is processed: outside (``open``,
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
@@ -298,6 +299,61 @@ class _ValueState(_ValueLikeState, ValueState[Any]):
         except TypeError:
             raise _outside_keyed_context(self.name) from None
         self._dirty[key] = None
+
+
+class _ImmutableValueState(_ValueState):
+    """A value state whose values are immutable in Python (numbers, str, bytes, bool and
+    tuples of those): ``update`` is one dict store, and the write-back finds changed keys
+    by identity against the values fetched for the batch, which is exact for such values.
+    """
+
+    __slots__ = ("_fetched",)
+
+    def __init__(
+        self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: _KeyedContext
+    ):
+        super().__init__(session, state_id, descriptor, scope)
+        self._fetched: list[Any] = []
+
+    def begin_batch(self, batch: _Batch) -> None:
+        _KeyedState.begin_batch(self, batch)
+        self._fetched = self._session.get_values(self._id, batch.key_batch)
+        self._cache = dict(zip(batch.distinct, self._fetched, strict=True))
+
+    def update(self, value: Any) -> None:
+        """Set the current key's value; ``None`` clears it."""
+        try:
+            self._cache[self._scope.key] = value
+        except TypeError:
+            raise _outside_keyed_context(self.name) from None
+
+    def end_batch(self, write: bool = True) -> None:
+        batch, cache, fetched = self._batch, self._cache, self._fetched
+        self._cache, self._dirty, self._fetched = {}, {}, []
+        _KeyedState.end_batch(self)
+        if not write or batch is None or not cache:
+            return
+        if len(cache) != len(fetched):
+            # Registered mid-batch: only the keys it loaded are cached; write them all.
+            keys = list(cache)
+            self._session.put_values(self._id, batch.rows(keys), [cache[key] for key in keys])
+            return
+        values = list(cache.values())  # in batch order, like `fetched`
+        rows = [i for i, (new, old) in enumerate(zip(values, fetched, strict=True)) if new is not old]
+        if len(rows) == len(values):
+            self._session.put_values(self._id, batch.key_batch, values)
+        elif rows:
+            self._session.put_values(self._id, batch.key_batch.select(rows), [values[i] for i in rows])
+
+
+def _immutable(value_type: dict[str, Any]) -> bool:
+    """Whether Python values of an engine type are immutable (no lists, no pickled objects)."""
+    kind = value_type["type"]
+    if kind in ("list", "pickle"):
+        return False
+    if kind == "struct":
+        return all(_immutable(field["data_type"]) for field in value_type["fields"])
+    return True
 
 
 class _ValueStateWithDefault(_ValueState):
@@ -859,8 +915,11 @@ class KeyedOperatorRunner:
             return batch_state
         state_id = self.session.register_state(descriptor_json)
         cls: Callable[..., _KeyedState] = _KEYED_STATE_CLASSES[type(descriptor)]
-        if isinstance(descriptor, ValueStateDescriptor) and descriptor.default_value is not None:
-            cls = _ValueStateWithDefault
+        if isinstance(descriptor, ValueStateDescriptor):
+            if descriptor.default_value is not None:
+                cls = _ValueStateWithDefault
+            elif _immutable(json.loads(descriptor_json)["value_type"]):
+                cls = _ImmutableValueState
         state = cls(self.session, state_id, descriptor, self._scope)
         self._keyed[descriptor.name] = (descriptor_json, state)
         if isinstance(state, _ValueLikeState):
