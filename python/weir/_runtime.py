@@ -36,6 +36,20 @@ before and ``session.commit(epoch, attempt)`` after the calls of one epoch)::
   of the same subtask (on any worker) starts from it: a Spark worker creates a
   runner per task (``open`` ... ``close``) with ``restored=True`` whenever the
   subtask has state from a checkpoint or an earlier task.
+* ``close`` and ``snapshot_state`` write to the session: call them inside the
+  open epoch, before ``session.commit``. On Spark a function instance lives
+  for one task, so a :class:`~weir.functions.CheckpointedFunction` that keeps
+  data in memory and copies it into operator state in ``snapshot_state`` (as
+  Flink's ``BufferingSink`` does) needs ``snapshot_state`` at the end of every
+  task that may end at a checkpoint cut, before ``close``.
+* A ``process``/``process_arrow`` call that raises writes nothing of its batch;
+  the caller fails the task, and the retry's ``begin`` with a new attempt drops
+  whatever earlier batches of the failed attempt wrote.
+* Keys: an in-process session takes the key column types from the first key
+  (int -> int64 as Spark's LongType, str, bytes, bool, float -> float64, tuple
+  -> one column per element); a host session is attached with the key column
+  types and converts keys to them (a Python int fits an int32 column). Keys
+  of other types raise :class:`~weir.exceptions.StateError`.
 * ``read_keyed_state(name, key, key_group)`` reads one key's state for tests.
 
 State is only readable while a record is processed: outside (``open``,

@@ -165,6 +165,9 @@ class KeyedOperatorHarness:
         key_groups, subtasks = self._subtasks(keys)
         out: list[Any] = []
         with self._epoch_scope():
+            if self.parallelism == 1:
+                out.extend(self._runners[0].process(records, keys, key_groups))
+                records = []
             start = 0
             # Consecutive records of one subtask form one batch: batching, and outputs in input order.
             for end in range(1, len(records) + 1):
