@@ -5,8 +5,8 @@
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
-    CheckpointStorage, JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan, StorageLocation,
-    StorageOptions, layout,
+    CheckpointStorage, JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan,
+    StorageLocation, StorageOptions, layout,
 };
 use weir_types::{JobId, MaxParallelism, OperatorUid};
 

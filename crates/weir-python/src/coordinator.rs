@@ -16,9 +16,7 @@ use weir_checkpoint::coordinator::{
     AbortReason, CheckpointConfig, CheckpointingMode, CoordinatorEffect, CoordinatorOptions,
     EpochCut, Timestamp,
 };
-use weir_checkpoint::{
-    CheckpointStorage, OperatorStateMeta, StorageLocation, StorageOptions,
-};
+use weir_checkpoint::{CheckpointStorage, OperatorStateMeta, StorageLocation, StorageOptions};
 use weir_coordinator::{CoordinatorDriver, DriverEvent, JobToken, ServerOptions, StorageSink};
 use weir_types::{CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid};
 
@@ -279,7 +277,10 @@ fn event_dict(py: Python<'_>, event: DriverEvent) -> PyResult<Bound<'_, PyDict>>
             }
             CoordinatorEffect::Subsume(decision) => {
                 d.set_item("type", "subsumed")?;
-                d.set_item("ids", decision.discard.iter().map(|c| c.0).collect::<Vec<_>>())?;
+                d.set_item(
+                    "ids",
+                    decision.discard.iter().map(|c| c.0).collect::<Vec<_>>(),
+                )?;
             }
             CoordinatorEffect::Aborted { id, kind, reason } => {
                 d.set_item("type", "aborted")?;

@@ -183,6 +183,7 @@ pub(crate) fn connect_host(
 /// to `storage` and the ack to the coordinator at `ack_url` in the host.
 #[pyfunction]
 #[pyo3(signature = (session, checkpoint_id, cut, storage, storage_options, ack_url, token))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn take_barrier(
     py: Python<'_>,
     session: &PySession,
@@ -205,7 +206,10 @@ pub(crate) fn take_barrier(
             url: storage,
             options: storage_options,
         },
-        ack: AckTarget { url: ack_url, token },
+        ack: AckTarget {
+            url: ack_url,
+            token,
+        },
     };
     let reply = session.with_remote(py, |remote| remote.barrier(request))?;
     Ok(reply.sync_micros)
