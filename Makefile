@@ -52,10 +52,8 @@ test-python: build ## Python tests (pytest), including Spark ones
 test: test-rust test-python ## Every test: what CI runs
 
 .PHONY: demo
-demo: build ## Run the main example: 1M keys, checkpoint, savepoint, restore at another parallelism, inspect
-	rm -rf $(CURDIR)/.demo
-	cargo run --release --quiet -p weir-testing --example rescale -- 1000000 $(CURDIR)/.demo
-	cargo run --release --quiet -p weir-cli -- savepoint info $(CURDIR)/.demo/savepoints/savepoint-demo-1
+demo: build ## The main job: CountWindowAverage on Spark local mode, a failure, a savepoint, a rescaled resume
+	$(PY) examples/demo.py $(CURDIR)/.demo
 
 .PHONY: bench
 bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, then keyed-average vs Spark peers (ARGS=--quick: small)
