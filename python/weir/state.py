@@ -85,9 +85,10 @@ class StateTtlConfig:
         OnReadAndWrite = "on_read_and_write"
 
     class StateVisibility(enum.Enum):
-        """Whether expired entries may be returned; Weir never returns them."""
+        """Whether expired entries may be returned (not recorded: nothing expires yet)."""
 
         NeverReturnExpired = "never_return_expired"
+        ReturnExpiredIfNotCleanedUp = "return_expired_if_not_cleaned_up"
 
     class TtlTimeCharacteristic(enum.Enum):
         """The clock a TTL runs on; only processing time, as in Flink."""
@@ -150,13 +151,41 @@ class StateTtlConfig:
             return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
 
         def set_state_visibility(self, visibility: StateTtlConfig.StateVisibility) -> StateTtlConfig.Builder:
-            """Only ``NeverReturnExpired`` exists: Weir never returns expired entries."""
-            if visibility is not StateTtlConfig.StateVisibility.NeverReturnExpired:
-                raise InvalidArgumentError(f"state visibility {visibility!r} is not supported")
+            """Accepted for PyFlink compatibility; not recorded, since nothing expires yet."""
+            if not isinstance(visibility, StateTtlConfig.StateVisibility):
+                raise InvalidArgumentError(f"{visibility!r} is not a StateTtlConfig.StateVisibility")
             return self
 
         def never_return_expired(self) -> StateTtlConfig.Builder:
-            """The only visibility Weir has."""
+            """Flink's default visibility (see :meth:`set_state_visibility`)."""
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
+
+        def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
+            """See :meth:`set_state_visibility`."""
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+
+        def use_processing_time(self) -> StateTtlConfig.Builder:
+            """The only time characteristic, as in Flink."""
+            return self
+
+        def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
+            """Accepted for PyFlink compatibility: cleanup strategies do not apply until TTL is enforced."""
+            return self
+
+        def cleanup_incrementally(
+            self, cleanup_size: int, run_cleanup_for_every_record: bool
+        ) -> StateTtlConfig.Builder:
+            """Accepted for PyFlink compatibility (see :meth:`cleanup_full_snapshot`)."""
+            return self
+
+        def cleanup_in_rocksdb_compact_filter(
+            self, query_time_after_num_entries: int
+        ) -> StateTtlConfig.Builder:
+            """Accepted for PyFlink compatibility (see :meth:`cleanup_full_snapshot`)."""
+            return self
+
+        def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
+            """Accepted for PyFlink compatibility (see :meth:`cleanup_full_snapshot`)."""
             return self
 
         def set_ttl_time_characteristic(
