@@ -101,6 +101,8 @@ class KeyedOperatorHarness:
         self._checkpoint_id = 0
         self._outputs: list[Any] = []
         self._closed = False
+        # Whether a key reached the engine (a restored operator knows its key types).
+        self._keyed_input = restore_from is not None
         try:
             if work_dir is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="weir-harness-")
@@ -144,6 +146,7 @@ class KeyedOperatorHarness:
 
     def _subtasks(self, keys: Sequence[Any]) -> tuple[list[int], list[int]]:
         key_groups = _internal.key_groups_of(list(keys), self.max_parallelism)
+        self._keyed_input = self._keyed_input or bool(key_groups)
         p, m = self.parallelism, self.max_parallelism
         return key_groups, [kg * p // m for kg in key_groups]
 
@@ -253,6 +256,11 @@ class KeyedOperatorHarness:
 
         Calls each subtask's ``snapshot_state`` first (for a CheckpointedFunction).
         """
+        if not self._keyed_input and any(runner.state_names() for runner in self._runners):
+            raise StateError(
+                "the harness has not seen a key yet, so it cannot record the key type in a savepoint: "
+                "process at least one record before snapshot()"
+            )
         self._checkpoint_id = self._checkpoint_id + 1 if checkpoint_id is None else checkpoint_id
         with self._epoch_scope():
             for runner in self._runners:

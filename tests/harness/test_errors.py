@@ -174,3 +174,11 @@ def test_list_and_map_state_refuse_none() -> None:
 def test_a_function_that_is_not_keyed_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="subclass weir.KeyedProcessFunction"):
         KeyedOperatorHarness(object(), key_selector=lambda v: v)  # type: ignore[arg-type]
+
+
+def test_a_snapshot_before_any_key_says_to_process_a_record(tmp_path: Any) -> None:
+    with KeyedOperatorHarness(Writes(Types.LONG()), key_selector=lambda v: v[0]) as h:
+        with pytest.raises(StateError, match=r"process at least one record before snapshot\(\)"):
+            h.snapshot(tmp_path)
+        h.process_elements([(1, 5)])
+        assert h.snapshot(tmp_path)
