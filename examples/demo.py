@@ -2,10 +2,10 @@
 
 On Spark's embedded ``local[2]`` mode with local checkpoint storage:
 
-1. runs CountWindowAverage over 200,000 generated events (10,000 keys) at
+1. runs CountWindowAverage over 200,000 generated events (7,919 keys) at
    parallelism 2 with the RocksDB backend, checkpointing every second;
-2. one task fails part-way through its input (an injected failure), and the
-   job recovers from its latest checkpoint;
+2. after the first checkpoint, one task fails part-way through its input
+   (an injected failure), and the job recovers from that checkpoint;
 3. after a few epochs it stops with a savepoint;
 4. ``weir savepoint info`` shows the savepoint;
 5. the job resumes from the savepoint at parallelism 3 and finishes;
@@ -36,7 +36,7 @@ from keyed_average import FailingOnce  # noqa: E402
 from weir.spark import EpochProgress, StreamJob, sinks, sources  # noqa: E402
 
 EVENTS = 200_000
-KEYS = 10_000
+KEYS = 7_919
 ROWS_PER_EPOCH = 25_000
 
 
@@ -100,17 +100,21 @@ def main() -> None:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    # The injected failure would otherwise print Spark's task-failure tracebacks.
+    spark.sparkContext.setLogLevel("OFF")
 
     print("== run 1: parallelism 2, one injected task failure, stop with a savepoint", flush=True)
-    failing = FailingOnce(CountWindowAverage(), str(work / "failed-once"), after=3_000)
+    armed = work / "fail-armed"
+    failing = FailingOnce(CountWindowAverage(), str(work / "failed-once"), after=3_000, armed_by=str(armed))
     job = build(spark, work, failing, parallelism=2)
 
-    def stop_midway(progress: EpochProgress) -> None:
-        if progress.epochs == 4:
+    def after_epoch(progress: EpochProgress) -> None:
+        if progress.checkpoints:
+            armed.touch()
+        if progress.epochs == 5:
             job.stop_with_savepoint()
 
-    first = job.execute(on_epoch=stop_midway)
+    first = job.execute(on_epoch=after_epoch)
     assert first.restarts == 1, "the injected failure restarted the job once"
     assert first.savepoint is not None
     print(f"stopped with savepoint {first.savepoint}", flush=True)

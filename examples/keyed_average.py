@@ -46,13 +46,18 @@ class FailingOnce(KeyedProcessFunction):
 
     The first task to reach record number ``after`` of its attempt raises
     (its earlier records already changed state); a marker file makes the
-    failure happen exactly once across retries, restores and processes.
+    failure happen exactly once across retries, restores and processes. With
+    ``armed_by``, tasks fail only once that file exists (the driver creates
+    it, e.g. after the first checkpoint, so recovery restores real state).
     """
 
-    def __init__(self, inner: KeyedProcessFunction, marker: str, after: int = 1000) -> None:
+    def __init__(
+        self, inner: KeyedProcessFunction, marker: str, after: int = 1000, armed_by: str | None = None
+    ) -> None:
         self.inner = inner
         self.marker = marker
         self.after = after
+        self.armed_by = armed_by
         self.seen = 0
 
     def open(self, runtime_context: RuntimeContext) -> None:
@@ -61,7 +66,7 @@ class FailingOnce(KeyedProcessFunction):
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         self.seen += 1
-        if self.seen == self.after:
+        if self.seen == self.after and (self.armed_by is None or os.path.exists(self.armed_by)):
             try:
                 os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:

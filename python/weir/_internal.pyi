@@ -171,6 +171,7 @@ class Coordinator:
         tolerable_failures: int = 0,
         retained: int = 1,
         savepoint_dir: str | None = None,
+        min_checkpoint_id: int = 1,
     ) -> Coordinator: ...
     @property
     def address(self) -> str: ...

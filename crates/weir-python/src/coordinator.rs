@@ -64,12 +64,13 @@ impl PyCoordinator {
     /// Starts a coordinator for job `job_id` storing under `checkpoint_dir`
     /// (path or URL); `operators` lists each stateful operator as
     /// `(uid, parallelism, max_parallelism)`, every subtask of which must ack.
-    /// Checkpoint ids continue after the newest one in storage.
+    /// Checkpoint ids continue after the newest one in storage, and start at
+    /// `min_checkpoint_id` at least (one past a restored savepoint's id).
     #[new]
     #[pyo3(signature = (
         checkpoint_dir, job_id, token, operators, *, interval_ms, mode = "exactly_once",
         timeout_ms = 600_000, min_pause_ms = 0, max_concurrent = 1, tolerable_failures = 0,
-        retained = 1, savepoint_dir = None
+        retained = 1, savepoint_dir = None, min_checkpoint_id = 1
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -86,6 +87,7 @@ impl PyCoordinator {
         tolerable_failures: u32,
         retained: u32,
         savepoint_dir: Option<&str>,
+        min_checkpoint_id: u64,
     ) -> PyResult<Self> {
         let options = StorageOptions::default();
         let job = JobId::new(job_id).map_err(PyWeirError::from)?;
@@ -126,7 +128,8 @@ impl PyCoordinator {
                     .await?
                     .into_iter()
                     .max()
-                    .map_or(CheckpointId(1), |id| CheckpointId(id.0 + 1));
+                    .map_or(CheckpointId(1), |id| CheckpointId(id.0 + 1))
+                    .max(CheckpointId(min_checkpoint_id));
                 let keep = NonZeroUsize::new(retained as usize).unwrap_or(NonZeroUsize::MIN);
                 let retention = storage.recover_retention(keep).await?;
                 let options = CoordinatorOptions {

@@ -14,6 +14,7 @@ latest completed checkpoint, as bounded by the restart strategy.
 from __future__ import annotations
 
 import json
+import re
 import os
 import secrets
 import shutil
@@ -341,7 +342,7 @@ class _Run:
         self.input_columns: tuple[str, ...] | None = None
         self.key_types_json: str | None = None
 
-    def start_coordinator(self) -> _internal.Coordinator:
+    def start_coordinator(self, min_checkpoint_id: int = 1) -> _internal.Coordinator:
         """A coordinator for this generation; checkpoint ids continue from storage."""
         return _internal.Coordinator(
             self.job.checkpoint_dir,
@@ -349,6 +350,7 @@ class _Run:
             self.token,
             [(self.uid, self.job.parallelism, self.job.max_parallelism)],
             savepoint_dir=self.job.savepoint_dir,
+            min_checkpoint_id=min_checkpoint_id,
             **self.config.coordinator_options(),
         )
 
@@ -397,6 +399,9 @@ class _Run:
             self.job.allow_non_restored_state,
         )
         metadata = json.loads(_internal.read_checkpoint(path))
+        # Ids go on after the restored checkpoint or savepoint, as in Flink.
+        self.coordinator.shutdown()
+        self.coordinator = self.start_coordinator(int(metadata["checkpoint_id"]) + 1)
         self.position = metadata["sources"].get(self.stage.source_uid)
         assert self.stage.sink is not None
         self.stage.sink.recover(metadata["sinks"].get(self.stage.sink_uid))
@@ -686,15 +691,33 @@ class _CheckpointFailure(Exception):
 
 
 def _ship_by_value(function: Any) -> None:
-    """Pickles the function's module by value, so workers need not import it.
+    """Pickles the modules of the function (and of functions it wraps) by value.
 
     Jobs often define their functions in scripts or example modules that are
-    importable in the driver only; Weir's own modules are installed everywhere.
+    importable in the driver only; Weir's own modules are installed
+    everywhere, and installed libraries are left to import normally.
     """
-    module = sys.modules.get(type(function).__module__)
-    if module is None or module.__name__ == "__main__" or module.__name__.startswith("weir"):
-        return
-    cloudpickle.register_pickle_by_value(module)
+    seen: set[int] = set()
+    pending = [function]
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        module = sys.modules.get(type(obj).__module__)
+        if module is None or not _is_user_module(module.__name__, getattr(module, "__file__", None)):
+            continue
+        if module.__name__ != "__main__":
+            cloudpickle.register_pickle_by_value(module)
+        pending.extend(vars(obj).values() if hasattr(obj, "__dict__") else ())
+
+
+def _is_user_module(name: str, path: str | None) -> bool:
+    if name == "__main__":
+        return True
+    if name.split(".")[0] in {"weir", "builtins", "pyspark", "pyarrow"} or path is None:
+        return False
+    return "site-packages" not in path and not path.startswith(sys.base_prefix)
 
 
 def _savepoint_path(directory: str | None, job: str, checkpoint_id: int) -> str:
@@ -702,5 +725,9 @@ def _savepoint_path(directory: str | None, job: str, checkpoint_id: int) -> str:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    """The most telling line of an error: the innermost ``SomeError: message`` if any."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit): ", line)]
+    if raised:
+        return raised[-1]
+    return lines[0] if lines else type(error).__name__
