@@ -294,6 +294,9 @@ class _ValueLikeState(_KeyedState):
 
 
 class _ValueState(_ValueLikeState, ValueState[Any]):
+    """``value``/``update`` repeat ``_stored``/``_set`` inline: they run once per record,
+    and a Python call is the largest cost there."""
+
     __slots__ = ()
 
     def value(self) -> Any:
