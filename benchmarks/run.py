@@ -4,7 +4,7 @@ Spark, on the same generated data in one invocation; print a table with ratios, 
 ``benchmarks/results/keyed_average.png``.
 
     .venv/bin/python benchmarks/run.py            # N = 2,000,000 (the documented size)
-    .venv/bin/python benchmarks/run.py --quick    # N = 200,000, a few minutes
+    .venv/bin/python benchmarks/run.py --quick    # N = 100,000, K = 5,000: a few minutes
     .venv/bin/python benchmarks/run.py --only ceiling --n 20000000
 """
 

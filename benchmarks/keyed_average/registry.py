@@ -85,6 +85,9 @@ class Variant:
     spark_conf: Callable[[Path], Mapping[str, str]] = field(default=lambda _cache: {})
     #: Short human description for the table legend.
     description: str = ""
+    #: A peer shown for reference only, not one Weir's Python paths compete with: Spark's JVM
+    #: path (docs/BENCHMARKS.md item 7). "Best peer" ratios use the other peers.
+    reference: bool = False
 
     def expected(self, p: Params, e: Expectation) -> tuple[int, int]:
         """(count, checksum) a correct run of this variant produces."""

@@ -17,9 +17,14 @@ def _eps(record: Record) -> float:
     return float(value) if value else 0.0
 
 
-def best_peer(records: Sequence[Record]) -> Record | None:
-    """The fastest correct Spark peer (ceilings excluded)."""
-    peers = [r for r in records if r.get("path") == "peer" and r.get("correct")]
+def best_peer(records: Sequence[Record], reference: bool = False) -> Record | None:
+    """The fastest correct peer (ceilings excluded): among the peers Weir competes with, or
+    with ``reference=True`` among the reference ones (Spark's JVM path)."""
+    peers = [
+        r
+        for r in records
+        if r.get("path") == "peer" and r.get("correct") and bool(r.get("reference")) == reference
+    ]
     return max(peers, key=_eps, default=None)
 
 
@@ -33,8 +38,10 @@ def ceiling_for(record: Record, records: Sequence[Record]) -> Record | None:
 def add_ratios(records: list[Record]) -> None:
     """Annotate every record with ``vs_best_peer`` and, for Weir variants, ``vs_ceiling``."""
     peer = best_peer(records)
+    jvm = best_peer(records, reference=True)
     for record in records:
         record["vs_best_peer"] = _eps(record) / _eps(peer) if peer and _eps(record) else None
+        record["vs_best_reference"] = _eps(record) / _eps(jvm) if jvm and _eps(record) else None
         ceiling = ceiling_for(record, records) if record.get("system") == "weir" else None
         record["vs_ceiling"] = _eps(record) / _eps(ceiling) if ceiling and _eps(record) else None
         record["ceiling_variant"] = ceiling["variant"] if ceiling else None
@@ -49,7 +56,7 @@ def table(records: Sequence[Record]) -> str:
     header = (
         f"{'variant':<42} {'system':<6} {'path':<14} {'events/s':>11} {'wall s':>8} {'count':>9} "
         f"{'checksum':>12} {'ok':>3} {'ckpts':>5} {'ckpt p50/p99 ms':>15} {'peak MB':>8} "
-        f"{'x best peer':>11} {'x ceiling':>9}"
+        f"{'x best peer':>11} {'x JVM ref':>9} {'x ceiling':>9}"
     )
     lines = [header, "-" * len(header)]
     for r in records:
@@ -61,13 +68,18 @@ def table(records: Sequence[Record]) -> str:
             f"{r['variant']:<42} {r['system']:<6} {r['path']:<14} {_fmt(r['events_per_s'], ',.0f'):>11} "
             f"{r['wall_s']:>8.2f} {r['count']:>9,} {r['checksum']:>12,} {'yes' if r['correct'] else 'NO':>3} "
             f"{_fmt(r['checkpoints'], 'd'):>5} {ckpt:>15} {r['peak_mem_mb']:>8.0f} "
-            f"{_fmt(r.get('vs_best_peer'), '.2f'):>11} {_fmt(r.get('vs_ceiling'), '.2f'):>9}"
+            f"{_fmt(r.get('vs_best_peer'), '.2f'):>11} {_fmt(r.get('vs_best_reference'), '.2f'):>9} "
+            f"{_fmt(r.get('vs_ceiling'), '.2f'):>9}"
         )
-    peer = best_peer(records)
+    peer, jvm = best_peer(records), best_peer(records, reference=True)
     lines.append("")
     lines.append(
-        f"best peer: {peer['variant'] if peer else 'none correct'}; ckpt = Spark micro-batch commits "
-        "(state commit time per batch, synchronous in Spark's tasks)"
+        f"best peer: {peer['variant'] if peer else 'none correct'}; JVM reference: "
+        f"{jvm['variant'] if jvm else 'none correct'}"
+    )
+    lines.append(
+        "ckpts: Spark micro-batch commits; ckpt ms: state commit time per batch (synchronous in "
+        "Spark's tasks), Weir's synchronous part per checkpoint"
     )
     return "\n".join(lines)
 

@@ -37,6 +37,7 @@ def result_record(
         "variant": variant.name,
         "path": variant.path,
         "description": variant.description,
+        "reference": variant.reference,
         "n": params.n,
         "k": params.k,
         "w": params.w,

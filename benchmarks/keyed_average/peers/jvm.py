@@ -77,6 +77,7 @@ VARIANTS = [
         path="peer",
         run=_run(HDFS_PROVIDER),
         spark_conf=_spark_conf,
+        reference=True,
         description="Java flatMapGroupsWithState, HDFS-backed state store",
     ),
     Variant(
@@ -85,6 +86,7 @@ VARIANTS = [
         path="peer",
         run=_run(ROCKSDB_PROVIDER),
         spark_conf=_spark_conf,
+        reference=True,
         description="Java flatMapGroupsWithState, RocksDB state store",
     ),
 ]
