@@ -53,7 +53,9 @@ def expected_averages() -> Counter[tuple[int, int]]:
     return out
 
 
-def build(spark: SparkSession, work: Path, function: object, parallelism: int, **options: object) -> StreamJob:
+def build(
+    spark: SparkSession, work: Path, function: object, parallelism: int, **options: object
+) -> StreamJob:
     """The demo pipeline: generated events -> key_by -> CountWindowAverage -> Parquet."""
     job = StreamJob(
         spark,

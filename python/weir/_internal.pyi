@@ -74,7 +74,7 @@ def connect_host(
     parallelism: int,
     max_parallelism: int,
     backend: str,
-    key_types_json: str,
+    key_types_json: str | None,
     expect_restored_from: int | None,
     expect_final_epoch: int | None,
     restore_json: str | None,

@@ -68,9 +68,7 @@ def _job(spark: SparkSession, tmp: Path, function: Any, **options: Any) -> tuple
         **options,
     )
     job.enable_checkpointing(300)
-    events = job.from_source(
-        sources.generator(N, keys=KEYS, rows_per_epoch=ROWS_PER_EPOCH), uid="events"
-    )
+    events = job.from_source(sources.generator(N, keys=KEYS, rows_per_epoch=ROWS_PER_EPOCH), uid="events")
     events.key_by("key").process(function, output_schema="key long, avg long", uid="avg").sink_to(
         sinks.parquet_files(str(out)), uid="out"
     )
@@ -133,9 +131,7 @@ def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_pat
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
             job_dir = tmp_path / "ckpt" / "avg-host-killed"
-            done = job_dir.exists() and any(
-                (p / "_metadata").exists() for p in job_dir.glob("chk-*")
-            )
+            done = job_dir.exists() and any((p / "_metadata").exists() for p in job_dir.glob("chk-*"))
             pids = _state_host_pids("weir-avg-host-killed-")
             if done and pids:
                 for pid in pids:
@@ -181,9 +177,7 @@ def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: P
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     script = tmp_path / "driver.py"
     script.write_text(
-        DRIVER.format(
-            examples=str(EXAMPLES), ckpt=str(ckpt), out=str(out), n=N, keys=KEYS, rows=10_000
-        )
+        DRIVER.format(examples=str(EXAMPLES), ckpt=str(ckpt), out=str(out), n=N, keys=KEYS, rows=10_000)
     )
     first = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
     deadline = time.monotonic() + 240
@@ -257,9 +251,7 @@ def test_stop_with_savepoint_and_resume_rescaled(
     _assert_exactly_once(spark, out)
 
 
-def test_a_savepoint_with_state_of_a_removed_operator_is_refused(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_a_savepoint_with_state_of_a_removed_operator_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     savepoints = tmp_path / "savepoints"
     job, _ = _job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
     _stop_after_first_checkpoint(job, savepoints)

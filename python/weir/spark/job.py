@@ -14,8 +14,8 @@ latest completed checkpoint, as bounded by the restart strategy.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -35,7 +35,6 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 from weir import _internal
 from weir.config import CheckpointConfig, StateBackend
 from weir.exceptions import InvalidArgumentError, WeirError
-from weir.types import value_type_json
 from weir.spark import restart
 from weir.spark.plan import (
     KEY_GROUP,
@@ -48,6 +47,7 @@ from weir.spark.plan import (
 )
 from weir.spark.routing import key_group_column, routing_column, routing_values, subtask_column
 from weir.spark.worker import run_epoch_task
+from weir.types import value_type_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,9 +140,7 @@ class KeyedStream:
     def __init__(self, job: StreamJob) -> None:
         self._job = job
 
-    def process(
-        self, function: Any, output_schema: StructType | str, uid: str
-    ) -> DataStream:
+    def process(self, function: Any, output_schema: StructType | str, uid: str) -> DataStream:
         """Runs ``function`` (a ``KeyedProcessFunction`` or ``VectorizedKeyedFunction``).
 
         Args:
@@ -153,9 +151,7 @@ class KeyedStream:
                 checkpoints and savepoints.
         """
         schema = (
-            output_schema
-            if isinstance(output_schema, StructType)
-            else _parse_datatype_string(output_schema)
+            output_schema if isinstance(output_schema, StructType) else _parse_datatype_string(output_schema)
         )
         if not isinstance(schema, StructType):
             raise InvalidArgumentError(f"output_schema must describe a struct, got {output_schema!r}")
@@ -209,8 +205,7 @@ class StreamJob:
         self.parallelism = parallelism or spark.sparkContext.defaultParallelism
         if not 1 <= self.parallelism <= max_parallelism:
             raise InvalidArgumentError(
-                f"parallelism {self.parallelism} must be between 1 and max_parallelism "
-                f"{max_parallelism}"
+                f"parallelism {self.parallelism} must be between 1 and max_parallelism {max_parallelism}"
             )
         self.max_parallelism = max_parallelism
         self.restore = restore
@@ -221,7 +216,7 @@ class StreamJob:
         self.progress = progress
         self.checkpoint_config: CheckpointConfig | None = None
         self._stage = _Stage()
-        self._requests: list[tuple[str, str | None, Future[str]]] = []
+        self._requests: list[tuple[str, str, Future[str]]] = []
         self._lock = threading.Lock()
 
     # -- building -----------------------------------------------------------
@@ -249,9 +244,7 @@ class StreamJob:
     def _request(self, kind: str, directory: str | None) -> Future[str]:
         target = directory or self.savepoint_dir
         if target is None:
-            raise InvalidArgumentError(
-                "no savepoint directory: pass one or set StreamJob(savepoint_dir=...)"
-            )
+            raise InvalidArgumentError("no savepoint directory: pass one or set StreamJob(savepoint_dir=...)")
         future: Future[str] = Future()
         with self._lock:
             self._requests.append((kind, target, future))
@@ -341,6 +334,8 @@ class _Run:
         self.restore_from: str | None = None
         self.input_columns: tuple[str, ...] | None = None
         self.key_types_json: str | None = None
+        self.records = job.spark.sparkContext.accumulator(0)
+        self.records_before = 0
 
     def start_coordinator(self, min_checkpoint_id: int = 1) -> _internal.Coordinator:
         """A coordinator for this generation; checkpoint ids continue from storage."""
@@ -573,9 +568,8 @@ class _Run:
         else:
             rows = markers
         routed = rows.repartition(parallelism, F.col(ROUTE))
-        output = routed.mapInArrow(
-            lambda batches: run_epoch_task(task, batches), self.output_schema
-        )
+        records = self.records
+        output = routed.mapInArrow(lambda batches: run_epoch_task(task, batches, records), self.output_schema)
         for transform in self.stage.after_process:
             output = transform(output)
         return output
@@ -591,7 +585,10 @@ class _Run:
         self.coordinator.epoch_final(self.epoch, json.dumps(sources), json.dumps(sinks))
         self.drain_events(0.0)
         if self.job.progress:
-            self.log(f"epoch {self.epoch} done in {self.elapsed:.2f}s{self.checkpoint_summary()}")
+            records = self.epoch_records()
+            self.log(
+                f"epoch {self.epoch}: {records:,} records in {self.elapsed:.2f}s{self.checkpoint_summary()}"
+            )
         if self.on_epoch is not None:
             self.on_epoch(
                 EpochProgress(
@@ -622,9 +619,7 @@ class _Run:
             self.log(f"checkpoint {event['id']} aborted: {event['reason']}")
             waiting = self.awaiting.pop(int(event["id"]), None)
             if waiting is not None:
-                waiting[1].set_exception(
-                    WeirError(f"savepoint {event['id']} failed: {event['reason']}")
-                )
+                waiting[1].set_exception(WeirError(f"savepoint {event['id']} failed: {event['reason']}"))
         elif kind == "fail_job":
             raise _CheckpointFailure(event["reason"])
         elif kind == "cleanup_failed":
@@ -652,7 +647,7 @@ class _Run:
         with self.job._lock:
             requests, self.job._requests = self.job._requests, []
         for kind, directory, future in requests:
-            if directory is not None and directory.rstrip("/") != (self.job.savepoint_dir or "").rstrip("/"):
+            if directory.rstrip("/") != (self.job.savepoint_dir or "").rstrip("/"):
                 future.set_exception(
                     InvalidArgumentError(
                         f"savepoints of this run go to {self.job.savepoint_dir!r}; pass that "
@@ -668,17 +663,36 @@ class _Run:
     # -- progress -------------------------------------------------------------
 
     def checkpoint_summary(self) -> str:
+        """The latest completed checkpoint: id, cut, size and its sync/async durations."""
         stats = json.loads(self.coordinator.stats())
         latest = stats.get("latest_completed")
         if not latest:
             return ""
-        return f"; last checkpoint {latest.get('id')}"
+        subtasks = latest.get("subtasks") or []
+        sync = max((s["sync_millis"] for s in subtasks), default=0)
+        upload = max((s["async_millis"] for s in subtasks), default=0)
+        return (
+            f"; checkpoint {latest['id']} (cut epoch {latest.get('cut')}): state "
+            f"{_size(latest['state_size_bytes'])}, sync {sync} ms, async {upload} ms, "
+            f"end to end {latest['end_to_end_millis']} ms"
+        )
+
+    def epoch_records(self) -> int:
+        """Records the last epoch's tasks processed (retried tasks count again)."""
+        total = int(self.records.value)
+        processed, self.records_before = total - self.records_before, total
+        return processed
 
     def print_summary(self) -> None:
-        counts = self.result.stats.get("counts", {})
+        stats = self.result.stats
+        counts = stats.get("counts", {})
+        history = [c for c in stats.get("history", []) if c.get("status") == "completed"]
+        durations = sorted(c["end_to_end_millis"] for c in history)
+        typical = f", median end to end {durations[len(durations) // 2]} ms" if durations else ""
         self.log(
-            f"finished: {self.result.epochs} epochs, checkpoints {counts}, "
-            f"{self.result.restarts} restarts"
+            f"finished: {self.result.epochs} epochs, {int(self.records.value):,} records, "
+            f"{self.result.restarts} restarts; checkpoints: {counts.get('completed', 0)} completed, "
+            f"{counts.get('failed', 0)} failed{typical}"
         )
 
     def log(self, message: str) -> None:
@@ -708,7 +722,7 @@ def _ship_by_value(function: Any) -> None:
         if module is None or not _is_user_module(module.__name__, getattr(module, "__file__", None)):
             continue
         if module.__name__ != "__main__":
-            cloudpickle.register_pickle_by_value(module)
+            cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
         pending.extend(vars(obj).values() if hasattr(obj, "__dict__") else ())
 
 
@@ -720,8 +734,16 @@ def _is_user_module(name: str, path: str | None) -> bool:
     return "site-packages" not in path and not path.startswith(sys.base_prefix)
 
 
-def _savepoint_path(directory: str | None, job: str, checkpoint_id: int) -> str:
-    return f"{(directory or '').rstrip('/')}/savepoint-{job}-{checkpoint_id}"
+def _savepoint_path(directory: str, job: str, checkpoint_id: int) -> str:
+    return f"{directory.rstrip('/')}/savepoint-{job}-{checkpoint_id}"
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size:.1f} GiB"
 
 
 def _first_line(error: BaseException) -> str:

@@ -88,9 +88,7 @@ class FileSource:
         return EpochInput(frame, {"last_file": batch[-1]}, exhausted)
 
 
-def parquet_files(
-    path: str, *, max_files_per_epoch: int = 1, bounded: bool = True
-) -> FileSource:
+def parquet_files(path: str, *, max_files_per_epoch: int = 1, bounded: bool = True) -> FileSource:
     """A directory of Parquet files, ``max_files_per_epoch`` files per epoch."""
     return FileSource(path, "parquet", None, max_files_per_epoch, bounded)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import TaskContext
+from pyspark import Accumulator, TaskContext
 
 from weir._runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
@@ -28,8 +28,11 @@ ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
 
 
-def run_epoch_task(task: EpochTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function of one epoch (see the module docs)."""
+def run_epoch_task(
+    task: EpochTask, batches: Iterator[pa.RecordBatch], records: Accumulator[int]
+) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function of one epoch (see the module docs); counts
+    the records it processed into ``records``."""
     context = TaskContext.get()
     if context is None:
         raise StateError("a Weir epoch task must run inside a Spark task")
@@ -50,6 +53,7 @@ def run_epoch_task(task: EpochTask, batches: Iterator[pa.RecordBatch]) -> Iterat
         data = batch.filter(pc.invert(batch.column(MARKER)))
         if data.num_rows == 0:
             continue
+        records.add(data.num_rows)
         key_groups = data.column(KEY_GROUP)
         _check_partition(key_groups, key_range, partition)
         values = data.drop_columns(list(INTERNAL_COLUMNS))
@@ -82,7 +86,8 @@ def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition
 
 def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...]) -> list[Any]:
     if len(key_columns) == 1:
-        return values.column(key_columns[0]).to_pylist()
+        keys: list[Any] = values.column(key_columns[0]).to_pylist()
+        return keys
     return list(zip(*(values.column(c).to_pylist() for c in key_columns), strict=True))
 
 
