@@ -19,6 +19,21 @@ job) restores from it at any parallelism::
                               restore_from=savepoint) as h3:
         ...
 
+A runnable example (a per-key running count)::
+
+    >>> from weir import KeyedProcessFunction, Types, ValueStateDescriptor
+    >>> class Count(KeyedProcessFunction):
+    ...     def open(self, runtime_context):
+    ...         self.n = runtime_context.get_state(ValueStateDescriptor("n", Types.LONG(), default_value=0))
+    ...     def process_element(self, value, ctx):
+    ...         self.n.update(self.n.value() + 1)
+    ...         yield ctx.get_current_key(), self.n.value()
+    >>> with KeyedOperatorHarness(Count(), key_selector=lambda v: v, parallelism=2, backend="rocksdb") as h:
+    ...     h.process_elements(["a", "b", "a"])
+    ...     h.state("a", "n")
+    [('a', 1), ('b', 1), ('a', 2)]
+    2
+
 Each subtask gets its own deep copy of ``function`` (as a job ships one copy
 to each subtask). Each ``process_elements`` call is one epoch; records run in
 input order, each on the subtask owning its key's key group, so outputs come
