@@ -71,6 +71,9 @@ class JobResult:
     """Times the job was restored after a failure."""
     savepoint: str | None = None
     """The savepoint taken by ``stop_with_savepoint``, if any."""
+    completions: list[tuple[int, int, int]] = field(default_factory=list)
+    """``(checkpoint id, cut epoch, newest epoch run when it completed)`` per
+    completed checkpoint or savepoint: epochs past the cut ran during its upload."""
     stats: dict[str, Any] = field(default_factory=dict)
     """The coordinator's checkpoint statistics at the end."""
 
@@ -328,6 +331,7 @@ class _Run:
         self.stop_requested: int | None = None
         self.stopped = False
         self.cut_wanted = False
+        self.cut_wanted_id: int | None = None
         self.last_data_epoch = 0
         self.published_cut = 0
         self.elapsed = 0.0
@@ -384,6 +388,7 @@ class _Run:
         self.final_epoch = None
         self.pending_barrier = None
         self.cut_wanted = False
+        self.cut_wanted_id = None
         self.exhausted = False
         if path is None:
             self.position = None
@@ -496,6 +501,7 @@ class _Run:
             first_epoch=self.first_epoch,
             barrier=barrier,
             notify_complete=self.notify,
+            pending_checkpoint=self.cut_wanted_id,
         )
         started = time.monotonic()
         output = self.epoch_frame(frame, task)
@@ -610,8 +616,10 @@ class _Run:
         kind = event["type"]
         if kind == "triggered":
             self.cut_wanted = True
+            self.cut_wanted_id = int(event["id"])
         elif kind == "inject_barrier":
             self.cut_wanted = False
+            self.cut_wanted_id = None
             self.pending_barrier = (int(event["id"]), int(event["cut"]))
         elif kind == "complete":
             self.on_complete(int(event["id"]), int(event["cut"]), event["kind"])
@@ -630,6 +638,7 @@ class _Run:
         if self.exactly_once:
             self.stage.sink.publish_up_to(cut)
         self.published_cut = max(self.published_cut, cut)
+        self.result.completions.append((checkpoint_id, cut, self.epoch))
         self.notify = checkpoint_id
         if kind == "checkpoint":
             self.result.checkpoints.append(checkpoint_id)

@@ -84,3 +84,5 @@ class EpochTask:
     barrier: Barrier | None
     notify_complete: int | None
     """The newest completed checkpoint the function has not yet been told of."""
+    pending_checkpoint: int | None
+    """A triggered checkpoint still waiting for its cut (this epoch may become it)."""

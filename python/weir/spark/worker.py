@@ -68,6 +68,11 @@ def run_epoch_task(
         outputs = runner.process(elements, keys, groups)
         if outputs:
             yield _to_batch(outputs, op.output_schema)
+    # Functions live for one task, and every task ends at a potential cut, so
+    # a CheckpointedFunction hands its in-memory data to operator state at the
+    # end of every task; the id is the checkpoint this epoch may become the
+    # cut of (0 when none is pending).
+    runner.snapshot_state(task.pending_checkpoint or 0)
     runner.close()
     session.commit(task.epoch, attempt)
 
