@@ -260,20 +260,24 @@ mod tests {
     async fn a_local_store_can_be_slowed_down_and_refuses_unknown_options() {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = dir.path().to_string_lossy().into_owned();
-        let slow = StorageLocation::parse(
-            &url,
-            &StorageOptions::default().with(PUT_DELAY_MS, "150"),
-        )
-        .expect("slow store");
+        let slow =
+            StorageLocation::parse(&url, &StorageOptions::default().with(PUT_DELAY_MS, "150"))
+                .expect("slow store");
         let started = std::time::Instant::now();
         slow.store()
-            .put(&Path::from("a"), object_store::PutPayload::from_static(b"x"))
+            .put(
+                &Path::from("a"),
+                object_store::PutPayload::from_static(b"x"),
+            )
             .await
             .expect("put");
         assert!(started.elapsed() >= Duration::from_millis(150));
         assert!(dir.path().join("a").is_file());
         let typo = StorageLocation::parse(&url, &StorageOptions::default().with("put_dely", "1"));
-        assert!(matches!(typo, Err(CheckpointError::UnknownStorageOption { .. })));
+        assert!(matches!(
+            typo,
+            Err(CheckpointError::UnknownStorageOption { .. })
+        ));
         let bad = StorageLocation::parse(&url, &StorageOptions::default().with(PUT_DELAY_MS, "x"));
         assert!(matches!(bad, Err(CheckpointError::InvalidUrl { .. })));
     }

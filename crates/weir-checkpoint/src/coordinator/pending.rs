@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use weir_types::{CheckpointId, Epoch, JobId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
+use weir_types::{
+    CheckpointId, Epoch, JobId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType,
+};
 
 use super::stats::SubtaskMetrics;
 use super::time::{Timestamp, millis};
@@ -468,6 +470,36 @@ mod tests {
             p.finalize(&JobId::new("job").expect("valid"), &[operator()])
                 .is_none()
         );
+    }
+
+    #[test]
+    fn key_types_and_states_the_job_did_not_declare_come_from_the_acks() {
+        let mut p = two_subtasks();
+        p.on_cut(&cut());
+        let state = |name: &str| {
+            StateDescriptor::new(name, weir_types::StateKind::Value, ValueType::Int64)
+                .expect("valid descriptor")
+        };
+        let mut first = ack(1, "avg", 0, true);
+        first.key_types = Some(vec![ValueType::Utf8]);
+        first.states = vec![state("count")];
+        let mut second = ack(1, "avg", 1, true);
+        second.key_types = Some(vec![ValueType::Utf8]);
+        second.states = vec![state("count"), state("sum")];
+        p.on_ack(first, Timestamp(110));
+        p.on_ack(second, Timestamp(120));
+        let undeclared = OperatorStateMeta {
+            key_types: None,
+            ..operator()
+        };
+        let meta = p
+            .finalize(&JobId::new("job").expect("valid"), &[undeclared])
+            .expect("fully acked");
+        meta.validate().expect("consistent metadata");
+        let op = &meta.operators[0];
+        assert_eq!(op.key_types, Some(vec![ValueType::Utf8]));
+        let names: Vec<_> = op.states.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["count", "sum"]);
     }
 
     #[test]
