@@ -6,9 +6,12 @@ possibly different Python workers): the second sees the first one's state.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +21,9 @@ import pytest
 from test_state_types import RECORDS, EveryState, check_outputs
 from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
 
-from weir import _internal
+from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
 from weir._runtime import KeyedOperatorRunner
-from weir.exceptions import StateError
+from weir.exceptions import StateError, StateLostError
 
 
 def host_binary() -> Path | None:
@@ -119,3 +122,38 @@ def test_keys_must_match_the_attached_key_types(host_dir: str) -> None:
             runner.process([("a", 1)], ["seven"])
 
     run_task(session, EveryState(), 1, work)
+
+
+def test_a_host_killed_mid_batch_raises_state_lost(host_dir: str) -> None:
+    host = Host(host_dir, "heap", '[{"type":"int64"}]')
+    session = host.session(None)
+    pid = json.loads(_internal.host_status(session))["pid"]
+    runner = KeyedOperatorRunner(Counter(), session, restored=False)
+    session.begin(1, 0, None)
+    runner.open()
+    keys = list(range(200_000))
+    killer = threading.Timer(0.2, os.kill, (pid, signal.SIGKILL))
+    killer.start()
+    try:
+        with pytest.raises(StateLostError):
+            # Batches keep the host busy until it is killed under one of them.
+            for _ in range(10_000):
+                runner.process([(k, 1) for k in keys], keys)
+        with pytest.raises(StateLostError):
+            session.commit(1, 0)
+    finally:
+        killer.cancel()
+    # A task that expects the state of epoch 1 cannot get it from a new host.
+    with pytest.raises(StateLostError, match="holds no state"):
+        host.session(1)
+
+
+class Counter(KeyedProcessFunction):
+    """Counts records per key."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        self.count.update((self.count.value() or 0) + value[1])
+        return iter(())
