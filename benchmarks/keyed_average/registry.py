@@ -34,9 +34,10 @@ BenchPath = Literal["per_record", "vectorized", "peer", "ceiling_arrow", "ceilin
 #: The ceiling each Weir path is compared with (docs/BENCHMARKS.md, item 8).
 CEILING_FOR_PATH: Mapping[str, str] = {"per_record": "ceiling_python", "vectorized": "ceiling_arrow"}
 
-#: Modules whose ``VARIANTS`` lists are run, in this order. Weir variants (``weir_variants``)
-#: are listed once ``weir.spark`` exists.
+#: Modules whose ``VARIANTS`` lists are run, in this order.
 VARIANT_MODULES: tuple[str, ...] = (
+    "benchmarks.keyed_average.weir_variants.per_record",
+    "benchmarks.keyed_average.weir_variants.vectorized",
     "benchmarks.keyed_average.peers.apply_in_pandas",
     "benchmarks.keyed_average.peers.transform_with_state",
     "benchmarks.keyed_average.peers.jvm",

@@ -56,14 +56,34 @@ def run_weir_job(
         checkpoints=len(result.checkpoints),
         checkpoint_sync_ms=sync_ms,
         checkpoint_async_ms=async_ms,
-        extra={"epochs": result.epochs, "restarts": result.restarts, "coordinator_stats": result.stats},
+        extra={"epochs": result.epochs, "restarts": result.restarts, **checkpoint_summary(result)},
     )
 
 
 def checkpoint_durations(result: JobResult) -> tuple[list[float], list[float]]:
-    """Per-checkpoint synchronous and asynchronous durations (ms) from the coordinator's
-    statistics, where it lists them (``history`` entries with ``sync_ms``/``async_ms``)."""
-    history: list[dict[str, Any]] = list(result.stats.get("history", []) or [])
-    sync_ms = [float(h["sync_ms"]) for h in history if h.get("sync_ms") is not None]
-    async_ms = [float(h["async_ms"]) for h in history if h.get("async_ms") is not None]
+    """Per completed checkpoint, the synchronous and asynchronous durations (ms) of its
+    slowest subtask, from the coordinator's statistics (``history[].subtasks[]``)."""
+    sync_ms: list[float] = []
+    async_ms: list[float] = []
+    for checkpoint in _completed(result):
+        subtasks: list[dict[str, Any]] = checkpoint.get("subtasks") or []
+        if subtasks:
+            sync_ms.append(float(max(t.get("sync_millis", 0) for t in subtasks)))
+            async_ms.append(float(max(t.get("async_millis", 0) for t in subtasks)))
     return sync_ms, async_ms
+
+
+def _completed(result: JobResult) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = result.stats.get("history") or []
+    return [c for c in history if c.get("kind") == "checkpoint" and c.get("status") == "completed"]
+
+
+def checkpoint_summary(result: JobResult) -> dict[str, Any]:
+    """The coordinator's counts, end-to-end durations and state sizes, for the JSON."""
+    completed = _completed(result)
+    return {
+        "checkpoint_counts": result.stats.get("counts"),
+        "checkpoint_e2e_ms": [c.get("end_to_end_millis") for c in completed],
+        "checkpoint_state_bytes": [c.get("state_size_bytes") for c in completed],
+        "checkpoint_persisted_bytes": [c.get("persisted_bytes") for c in completed],
+    }
