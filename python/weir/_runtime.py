@@ -191,6 +191,41 @@ class _Batch:
         return self.key_batch.select([index_of[key] for key in keys])  # type: ignore[no-any-return]
 
 
+class _TaskKeys(_Batch):
+    """Deferred writes: every key the runner has seen since its last flush, with its key
+    group (``None``: Weir computes it); encodes any of them on demand."""
+
+    __slots__ = ("group_of",)
+
+    def __init__(self, session: SessionLike) -> None:
+        self.session = session
+        self.distinct = []
+        self.key_groups = None
+        self.group_of: dict[Any, int | None] = {}
+        self._index_of = None
+
+    def add(self, keys: Sequence[Any], key_groups: Sequence[int] | None) -> _Batch | None:
+        """Record the keys of a batch; returns the keys not seen before, encoded (``None``: none)."""
+        known = self.group_of
+        if key_groups is None:
+            new = [key for key in dict.fromkeys(keys) if key not in known]
+            groups = None
+            known.update(dict.fromkeys(new))
+        else:
+            group_of = dict(zip(keys, key_groups, strict=True))
+            new = [key for key in group_of if key not in known]
+            groups = [group_of[key] for key in new]
+            known.update(zip(new, groups, strict=True))
+        return _Batch(self.session, new, groups) if new else None
+
+    def rows(self, keys: Iterable[Any]) -> KeyBatchLike:
+        keys = list(keys)
+        group_of = self.group_of
+        groups = [group for key in keys if (group := group_of[key]) is not None]
+        # A key whose group was not given has it computed; then Weir computes every group.
+        return self.session.keys(keys, groups if len(groups) == len(keys) else None)  # type: ignore[no-any-return]
+
+
 class _KeyedState:
     """What every keyed state of a runner has: its id, name and batch hooks."""
 
@@ -262,6 +297,26 @@ class _ValueLikeState(_KeyedState):
             keys = list(dirty)
             self._session.put_values(self._id, batch.rows(keys), [cache[key] for key in keys])
 
+    def fetch(self, task: _TaskKeys, new: _Batch | None) -> None:
+        """Deferred writes: add the stored values of keys seen for the first time to the cache,
+        which lives until :meth:`flush`."""
+        self._batch = task
+        if new is not None:
+            values = self._session.get_values(self._id, new.key_batch)
+            self._cache.update(zip(new.distinct, values, strict=True))
+
+    def flush(self, evict: bool) -> None:
+        """Deferred writes: write back what changed since the last flush (``evict``: and forget
+        the cached values)."""
+        task, dirty, cache = self._batch, self._dirty, self._cache
+        self._dirty = {}
+        if evict:
+            self._cache = {}
+            self._batch = None
+        if dirty and task is not None:
+            keys = list(dirty)
+            self._session.put_values(self._id, task.rows(keys), [cache[key] for key in keys])
+
     def _load(self) -> Any:
         """The stored value of the current key when it is not cached (state got mid-batch)."""
         key = self._key()
@@ -324,13 +379,38 @@ class _ImmutableValueState(_ValueState):
     by identity against the values fetched for the batch, which is exact for such values.
     """
 
-    __slots__ = ("_fetched",)
+    __slots__ = ("_fetched", "_stored_values")
 
     def __init__(
         self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: _KeyedContext
     ):
         super().__init__(session, state_id, descriptor, scope)
         self._fetched: list[Any] = []
+        # Deferred writes: the stored value of every cached key (what the cache is compared with).
+        self._stored_values: dict[Any, Any] = {}
+
+    def _load(self) -> Any:
+        value = super()._load()
+        self._stored_values[self._scope.key] = value
+        return value
+
+    def fetch(self, task: _TaskKeys, new: _Batch | None) -> None:
+        self._batch = task
+        if new is not None:
+            values = self._session.get_values(self._id, new.key_batch)
+            self._cache.update(zip(new.distinct, values, strict=True))
+            self._stored_values.update(zip(new.distinct, values, strict=True))
+
+    def flush(self, evict: bool) -> None:
+        task, cache, stored = self._batch, self._cache, self._stored_values
+        self._dirty = {}
+        keys = [key for key, value in cache.items() if value is not stored[key]]
+        if evict:
+            self._cache, self._stored_values, self._batch = {}, {}, None
+        else:
+            self._stored_values = cache.copy()
+        if keys and task is not None:
+            self._session.put_values(self._id, task.rows(keys), [cache[key] for key in keys])
 
     def begin_batch(self, batch: _Batch) -> None:
         _KeyedState.begin_batch(self, batch)
@@ -346,7 +426,7 @@ class _ImmutableValueState(_ValueState):
 
     def end_batch(self, write: bool = True) -> None:
         batch, cache, fetched = self._batch, self._cache, self._fetched
-        self._cache, self._dirty, self._fetched = {}, {}, []
+        self._cache, self._dirty, self._fetched, self._stored_values = {}, {}, [], {}
         _KeyedState.end_batch(self)
         if not write or batch is None or not cache:
             return
@@ -873,6 +953,14 @@ class KeyedOperatorRunner:
         session: The subtask's state session (``weir._internal.Session``).
         restored: Whether the session holds state from a checkpoint, savepoint
             or an earlier task (``is_restored()`` in ``initialize_state``).
+        defer_writes: Keep the values of value, reducing and aggregating state
+            cached across ``process`` calls and write back what changed only in
+            ``snapshot_state``, ``close`` and :meth:`flush` (or once the cache
+            holds ``DEFERRED_KEYS`` keys): a key's state is fetched once per
+            task, not once per batch. Only for a caller that fails the whole
+            task (so the session drops its writes) when a ``process`` call
+            raises, as a Spark task does; a runner whose ``process`` raised
+            writes nothing more.
 
     See the module docstring for the protocol.
     """
@@ -883,6 +971,7 @@ class KeyedOperatorRunner:
         session: SessionLike,
         *,
         restored: bool = False,
+        defer_writes: bool = False,
     ) -> None:
         if not isinstance(function, KeyedProcessFunction | VectorizedKeyedFunction):
             raise InvalidArgumentError(
@@ -901,6 +990,8 @@ class KeyedOperatorRunner:
         self._operator: dict[str, tuple[str, str, int, _OperatorListState | _BroadcastState]] = {}
         self._opened = False
         self._closed = False
+        self._task_keys: _TaskKeys | None = _TaskKeys(session) if defer_writes else None
+        self._failed = False
 
     # -- state registration -------------------------------------------------------------------
 
@@ -1024,13 +1115,19 @@ class KeyedOperatorRunner:
             )
         if not elements:
             return []
-        if key_groups is None:
+        if self._failed:
+            raise StateError("a process() call of this runner failed: fail the task and retry it")
+        task_keys = self._task_keys
+        scope_: _BatchScope | _DeferredScope
+        if task_keys is not None:
+            scope_ = _DeferredScope(self, task_keys, task_keys.add(keys, key_groups))
+        elif key_groups is None:
             distinct = list(dict.fromkeys(keys))
-            batch = _Batch(self.session, distinct, None)
+            scope_ = self._batch(_Batch(self.session, distinct, None))
         else:
             group_of = dict(zip(keys, key_groups, strict=True))
-            batch = _Batch(self.session, list(group_of), list(group_of.values()))
-        with self._batch(batch):
+            scope_ = self._batch(_Batch(self.session, list(group_of), list(group_of.values())))
+        with scope_:
             out: list[Any] = []
             extend = out.extend
             scope = self._scope
@@ -1069,11 +1166,26 @@ class KeyedOperatorRunner:
     def _batch(self, batch: _Batch) -> _BatchScope:
         return _BatchScope(self, batch)
 
+    DEFERRED_KEYS: Final = 1_000_000
+    """With deferred writes: flush and empty the caches once they hold this many keys."""
+
+    def flush(self, evict: bool = False) -> None:
+        """With deferred writes: write back the changes of value, reducing and aggregating
+        state (``evict``: and empty the caches); nothing otherwise."""
+        task_keys = self._task_keys
+        if task_keys is None or self._failed:
+            return
+        for state in self._value_like:
+            state.flush(evict)
+        if evict:
+            task_keys.group_of = {}
+
     def snapshot_state(self, checkpoint_id: int, timestamp_ms: int | None = None) -> None:
         """The function's ``snapshot_state``, then its operator state into the session."""
         if isinstance(self.function, CheckpointedFunction):
             stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
             self.function.snapshot_state(_SnapshotContext(checkpoint_id, stamp))
+        self.flush()
         self._flush_operator_state()
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
@@ -1095,6 +1207,7 @@ class KeyedOperatorRunner:
             if self._opened:
                 self.function.close()
         finally:
+            self.flush(evict=True)
             self._flush_operator_state()
 
     # -- inspection --------------------------------------------------------------------------
@@ -1119,6 +1232,7 @@ class KeyedOperatorRunner:
             known = ", ".join(repr(n) for n in self._keyed) or "none"
             raise StateError(f"the function has no keyed state {name!r} (registered: {known})")
         state = entry[1]
+        self.flush()
         key_batch = self.session.keys([key], None if key_group is None else [key_group])
         if isinstance(state, _BatchState):
             return state.get_batch(_BatchKeys(key_batch, [key]))[0].as_py()
@@ -1148,3 +1262,33 @@ class _BatchScope:
         write = exc_type is None
         for state in [*runner._value_like, *runner._other_keyed]:
             state.end_batch(write)
+
+
+class _DeferredScope:
+    """A ``process`` call with deferred writes: fetches the batch's new keys into the caches;
+    list and map state work per batch as without; a failure marks the runner failed."""
+
+    def __init__(self, runner: KeyedOperatorRunner, task_keys: _TaskKeys, new: _Batch | None) -> None:
+        self._runner = runner
+        self._task_keys = task_keys
+        self._new = new
+
+    def __enter__(self) -> None:
+        runner, task_keys = self._runner, self._task_keys
+        runner._current_batch = task_keys
+        for state in runner._value_like:
+            state.fetch(task_keys, self._new)
+        for other in runner._other_keyed:
+            other.begin_batch(task_keys)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        runner = self._runner
+        runner._current_batch = None
+        runner._scope.key = _NO_KEY
+        write = exc_type is None
+        if not write:
+            runner._failed = True
+        for other in runner._other_keyed:
+            other.end_batch(write)
+        if write and len(self._task_keys.group_of) >= runner.DEFERRED_KEYS:
+            runner.flush(evict=True)

@@ -11,7 +11,7 @@ in every epoch, so barriers and notifications reach all of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from weir._runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
 from weir.spark import _host
-from weir.spark.plan import INTERNAL_COLUMNS, KEY_GROUP, MARKER, EpochTask
+from weir.spark.plan import INTERNAL_COLUMNS, KEY_GROUP, MARKER, EpochTask, OperatorSpec
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
@@ -43,17 +43,41 @@ def run_epoch_task(
     if task.barrier is not None:
         _host.take_barrier(session, task)
     session.begin(task.epoch, attempt, task.final_epoch)
-    runner = KeyedOperatorRunner(op.function, session, restored=True)
+    # The task fails as a whole on any error (its writes are dropped on retry), so the
+    # runner may keep state cached across batches and write it back once, at the end.
+    runner = KeyedOperatorRunner(op.function, session, restored=True, defer_writes=True)
     runner.open()
     if task.notify_complete is not None:
         runner.notify_checkpoint_complete(task.notify_complete)
     key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
+    yield from process_batches(runner, op, batches, key_range, partition, records.add)
+    # Functions live for one task, and every task ends at a potential cut, so
+    # a CheckpointedFunction hands its in-memory data to operator state at the
+    # end of every task; the id is the checkpoint this epoch may become the
+    # cut of (0 when none is pending).
+    runner.snapshot_state(task.pending_checkpoint or 0)
+    runner.close()
+    session.commit(task.epoch, attempt)
+
+
+def process_batches(
+    runner: KeyedOperatorRunner,
+    op: OperatorSpec,
+    batches: Iterable[pa.RecordBatch],
+    key_range: tuple[int, int],
+    partition: int,
+    count: Callable[[int], object],
+) -> Iterator[pa.RecordBatch]:
+    """The per-batch loop of a task: drops marker rows, checks the rows' key
+    groups, runs the function on each batch and yields its output batches;
+    ``count`` gets the number of records of each batch. Separate from
+    :func:`run_epoch_task` so it runs (and is profiled) without Spark."""
     vectorized = isinstance(op.function, VectorizedKeyedFunction)
     for batch in batches:
         data = batch.filter(pc.invert(batch.column(MARKER)))
         if data.num_rows == 0:
             continue
-        records.add(data.num_rows)
+        count(data.num_rows)
         key_groups = data.column(KEY_GROUP)
         _check_partition(key_groups, key_range, partition)
         values = data.drop_columns(list(INTERNAL_COLUMNS))
@@ -68,13 +92,6 @@ def run_epoch_task(
         outputs = runner.process(elements, keys, groups)
         if outputs:
             yield _to_batch(outputs, op.output_schema)
-    # Functions live for one task, and every task ends at a potential cut, so
-    # a CheckpointedFunction hands its in-memory data to operator state at the
-    # end of every task; the id is the checkpoint this epoch may become the
-    # cut of (0 when none is pending).
-    runner.snapshot_state(task.pending_checkpoint or 0)
-    runner.close()
-    session.commit(task.epoch, attempt)
 
 
 def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition: int) -> None:

@@ -1,0 +1,326 @@
+"""Profile harness: the per-record path of a Spark epoch task, without Spark.
+
+Runs the worker's per-batch loop (``weir.spark.worker.process_batches``: marker
+filter, key-group check, Arrow -> Python rows, ``KeyedOperatorRunner.process``,
+output batch) over one subtask's share of an epoch of the keyed-average
+workload (docs/BENCHMARKS.md), in Arrow batches shaped as ``mapInArrow``
+delivers them (``spark.sql.execution.arrow.maxRecordsPerBatch`` = 10,000 rows;
+the internal key-group, route and marker columns; one marker row), with the
+``KeyedAverage`` function of ``examples/keyed_average.py``. Variants, timed in
+the same run on the same batches, taking turns (best of ``--repeats``):
+
+* ``dict ceiling``: ceiling (b)'s ``mapInArrow`` function
+  (``benchmarks.keyed_average.peers.ceilings.make_dict_loop``): a per-record
+  Python loop over a plain dict, the reference of the 60% target;
+* ``worker host``: the worker loop on a session of a real state host process
+  (``weir-host``, started on demand as a Spark task does; one socket round
+  trip per state per batch for the prefetch and one for the write-back);
+* ``worker local``: the same loop on an in-process ``LocalOperator`` session.
+
+Each Weir run is one task of a fresh operator: ``begin`` the epoch, the
+batches, ``snapshot_state``/``close``, ``commit`` (attaching to the host is
+not timed). With ``--warm`` the timed epoch follows an untimed one over the
+preceding events, so state holds every key of the subtask, as in a long job.
+
+Not a test: numbers are printed, never asserted. ``--profile cprofile`` (or
+``pyinstrument`` when installed) profiles one run of ``--variant``;
+``--breakdown`` times the session calls of one run (the Rust side and the
+socket) against the rest. Usage::
+
+    python benchmarks/profile_per_record.py [--events 500000] [--keys 100000] [--repeats 5]
+        [--backend heap|rocksdb] [--warm] [--profile cprofile|pyinstrument] [--variant host|local]
+        [--breakdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import itertools
+import os
+import pstats
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+from keyed_average import KEY_MULTIPLIER, KeyedAverage  # noqa: E402
+
+from benchmarks.keyed_average.peers.ceilings import make_dict_loop  # noqa: E402
+from weir import _internal  # noqa: E402
+from weir._runtime import KeyedOperatorRunner  # noqa: E402
+from weir.host import command  # noqa: E402
+from weir.key_groups import key_group_of, key_group_range, subtask_of  # noqa: E402
+from weir.spark import worker  # noqa: E402
+from weir.spark.plan import KEY_GROUP, MARKER, ROUTE, HostAddress, OperatorSpec  # noqa: E402
+
+OUTPUT_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("avg", pa.int64())])
+INPUT_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.int64()),
+        pa.field("value", pa.int64()),
+        pa.field(KEY_GROUP, pa.int32()),
+        pa.field(ROUTE, pa.int64()),
+        pa.field(MARKER, pa.bool_(), nullable=False),
+    ]
+)
+
+
+def subtask_rows(
+    first: int, events: int, keys: int, subtask: int, parallelism: int, max_p: int
+) -> list[tuple[int, int, int]]:
+    """``(key, value, key group)`` of the events ``first .. first+events-1`` routed to ``subtask``."""
+    groups = [key_group_of(k, types="long", max_parallelism=max_p) for k in range(keys)]
+    mine = [subtask_of(g, max_parallelism=max_p, parallelism=parallelism) == subtask for g in groups]
+    rows = []
+    for i in range(first, first + events):
+        key = (i * KEY_MULTIPLIER) % keys
+        if mine[key]:
+            rows.append((key, i % 1000, groups[key]))
+    return rows
+
+
+def arrow_batches(
+    rows: list[tuple[int, int, int]], batch_rows: int, internal: bool = True
+) -> list[pa.RecordBatch]:
+    """``mapInArrow`` batches of ``rows``: of a Weir epoch (``internal``: with the
+    internal columns, the subtask's marker row first), or of the ceiling's
+    stateless pipeline (``key`` and ``value`` only)."""
+    schema = INPUT_SCHEMA if internal else pa.schema(list(INPUT_SCHEMA)[:2])
+    full: list[tuple[Any, ...]] = (
+        [(None, None, None, 0, True)] + [(k, v, g, 0, False) for k, v, g in rows]
+        if internal
+        else [(k, v) for k, v, _ in rows]
+    )
+    batches = []
+    for start in range(0, len(full), batch_rows):
+        chunk = full[start : start + batch_rows]
+        columns = list(zip(*chunk, strict=True))
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
+        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+    return batches
+
+
+def checksum(outputs: Iterator[pa.RecordBatch]) -> tuple[int, int]:
+    """``(rows, sum of avg)`` of output batches."""
+    rows = total = 0
+    for batch in outputs:
+        rows += batch.num_rows
+        total += sum(batch.column(1).to_pylist())
+    return rows, total
+
+
+class Timed:
+    """A session proxy that adds up the wall time of each session method."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._session, name)
+        if not callable(attr):
+            return attr
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+                self.calls[name] = self.calls.get(name, 0) + 1
+
+        return timed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=500_000, help="events of the epoch (all subtasks)")
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=10_000, help="rows per Arrow batch (Spark: 10000)")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--max-parallelism", type=int, default=128)
+    parser.add_argument("--backend", choices=["heap", "rocksdb"], default="heap")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warm", action="store_true", help="time an epoch whose keys all have state")
+    parser.add_argument("--profile", choices=["cprofile", "pyinstrument"], default=None)
+    parser.add_argument("--variant", choices=["host", "local"], default="host")
+    parser.add_argument("--breakdown", action="store_true", help="time the session calls of one run")
+    args = parser.parse_args()
+
+    p, max_p = args.parallelism, args.max_parallelism
+    rows = subtask_rows(args.events if args.warm else 0, args.events, args.keys, 0, p, max_p)
+    batches = arrow_batches(rows, args.batch)
+    warm_rows = subtask_rows(0, args.events, args.keys, 0, p, max_p) if args.warm else []
+    warm_batches = arrow_batches(warm_rows, args.batch) if warm_rows else []
+    ceiling_batches = arrow_batches(rows, args.batch, internal=False)
+    ceiling_warm = arrow_batches(warm_rows, args.batch, internal=False) if warm_rows else []
+    key_range = (key_group_range(max_p, p, 0).start, key_group_range(max_p, p, 0).end)
+    host_dir = tempfile.mkdtemp(prefix="wpr-")  # short: Unix socket paths are limited
+    token = secrets.token_hex(16)
+    work_dir = tempfile.mkdtemp(prefix="weir-profile-")
+    uids = itertools.count()
+
+    def spec(uid: str) -> OperatorSpec:
+        return OperatorSpec(
+            uid=uid,
+            function=KeyedAverage(args.window),
+            key_columns=("key",),
+            key_types_json='[{"type":"int64"}]',
+            value_columns=("key", "value"),
+            output_schema=OUTPUT_SCHEMA,
+            parallelism=p,
+            max_parallelism=max_p,
+            backend=args.backend,
+            host=HostAddress(host_dir, token, 60.0),
+            generation=0,
+            restore_from=None,
+        )
+
+    def host_session(uid: str) -> Any:
+        return _internal.connect_host(
+            host_dir,
+            token,
+            uid=uid,
+            subtask=0,
+            parallelism=p,
+            max_parallelism=max_p,
+            backend=args.backend,
+            key_types_json='[{"type":"int64"}]',
+            expect_restored_from=None,
+            expect_final_epoch=None,
+            restore_json=None,
+            host_command=command(),
+            idle_timeout_s=60.0,
+            owner_pid=os.getpid(),
+        )
+
+    def local_session(uid: str) -> Any:
+        operator = _internal.LocalOperator(uid, p, max_p, args.backend, work_dir)
+        return operator.session(0)
+
+    def task(
+        session: Any, op: OperatorSpec, epoch: int, epoch_batches: list[pa.RecordBatch]
+    ) -> tuple[int, int]:
+        session.begin(epoch, 0, None)
+        runner = KeyedOperatorRunner(op.function, session, restored=True, defer_writes=True)
+        runner.open()
+        result = checksum(worker.process_batches(runner, op, epoch_batches, key_range, 0, lambda n: None))
+        runner.snapshot_state(0)
+        runner.close()
+        session.commit(epoch, 0)
+        return result
+
+    def weir_variant(make_session: Callable[[str], Any]) -> Callable[[], tuple[float, tuple[int, int]]]:
+        def run() -> tuple[float, tuple[int, int]]:
+            uid = f"avg-{next(uids)}"
+            session = make_session(uid)
+            op = spec(uid)
+            epoch = 1
+            if warm_batches:
+                task(session, op, epoch, warm_batches)
+                epoch += 1
+            if isinstance(session, Timed):
+                session.seconds.clear()
+                session.calls.clear()
+            start = time.perf_counter()
+            result = task(session, op, epoch, batches)
+            return time.perf_counter() - start, result
+
+        return run
+
+    def ceiling() -> tuple[float, tuple[int, int]]:
+        # One call over the warm and the timed batches, so the dict holds the same state
+        # as Weir's; the clock starts when the function asks for the first timed batch.
+        start = [0.0]
+
+        def inputs() -> Iterator[pa.RecordBatch]:
+            yield from ceiling_warm
+            start[0] = time.perf_counter()
+            yield from ceiling_batches
+
+        outputs = make_dict_loop(args.window)(inputs())
+        result = checksum(out for out in outputs if start[0])
+        return time.perf_counter() - start[0], result
+
+    variants: dict[str, Callable[[], tuple[float, tuple[int, int]]]] = {
+        "dict ceiling": ceiling,
+        "worker host": weir_variant(host_session),
+        "worker local": weir_variant(local_session),
+    }
+    records = len(rows)
+    print(
+        f"{records} records of subtask 0/{p} ({args.events} events, {args.keys} keys, window "
+        f"{args.window}), {len(batches)} batches of <= {args.batch} rows, backend {args.backend}"
+        f"{', warm state' if args.warm else ''}"
+    )
+
+    if args.profile or args.breakdown:
+        name = f"worker {args.variant}"
+        run = variants[name]
+        if args.breakdown:
+            make = host_session if args.variant == "host" else local_session
+            timed: list[Timed] = []
+
+            def make_timed(uid: str) -> Any:
+                timed.append(Timed(make(uid)))
+                return timed[-1]
+
+            seconds, _ = weir_variant(make_timed)()
+            print(f"{name}: {seconds:.3f} s, {records / seconds / 1e6:.3f} M records/s")
+            calls = timed[-1]
+            in_session = 0.0
+            for method, spent in sorted(calls.seconds.items(), key=lambda kv: -kv[1]):
+                if method in ("begin", "commit", "register_state"):
+                    continue
+                in_session += spent
+                print(f"  session.{method:12} {spent:7.3f} s in {calls.calls[method]:4} calls")
+            print(f"  the rest (Python)     {seconds - in_session:7.3f} s")
+            return
+        if args.profile == "pyinstrument":
+            from pyinstrument import Profiler  # type: ignore[import-not-found]
+
+            profiler = Profiler(interval=0.0005)
+            profiler.start()
+            run()
+            profiler.stop()
+            print(profiler.output_text(unicode=False, color=False, show_all=False))
+        else:
+            profile = cProfile.Profile()
+            profile.enable()
+            run()
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        return
+
+    best = dict.fromkeys(variants, float("inf"))
+    results: dict[str, tuple[int, int]] = {}
+    for _ in range(args.repeats):
+        for name, run in variants.items():
+            seconds, result = run()
+            best[name] = min(best[name], seconds)
+            results[name] = result
+    reference = results["dict ceiling"]
+    baseline = records / best["dict ceiling"]
+    print(f"best of {args.repeats}, variants taking turns:")
+    for name, seconds in best.items():
+        rate = records / seconds
+        ok = "ok" if results[name] == reference else f"WRONG {results[name]} != {reference}"
+        print(
+            f"  {name:13} {seconds:7.3f} s {rate / 1e6:7.3f} M records/s  "
+            f"{rate / baseline:6.1%} of the dict ceiling  (outputs, checksum) {results[name]} {ok}"
+        )
+
+
+if __name__ == "__main__":
+    main()

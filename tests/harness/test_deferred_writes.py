@@ -1,0 +1,111 @@
+"""The runner with deferred writes (what a Spark task uses): value-like state stays
+cached across ``process`` calls and is written back at ``snapshot_state``/``close``.
+
+Every state kind gives the same outputs as with per-batch writes, the next task
+(a new runner on the same subtask) sees everything the first one wrote, a failed
+``process`` writes nothing, and the cache is flushed when it grows too large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from keyed_average import KeyedAverage, expected
+from test_state_types import RECORDS, EveryState, check_outputs
+
+from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
+from weir._runtime import KeyedOperatorRunner
+from weir.exceptions import StateError
+
+
+def local_session(tmp_path: Path, backend: str) -> Any:
+    operator = _internal.LocalOperator("deferred", 1, 128, backend, str(tmp_path))
+    return operator, operator.session(0)
+
+
+def stored(session: Any, function: KeyedProcessFunction, name: str, key: Any) -> Any:
+    """What the session holds for ``key`` in state ``name``, read by a fresh runner."""
+    reader = KeyedOperatorRunner(function, session, restored=True)
+    reader.open()
+    return reader.read_keyed_state(name, key)
+
+
+def test_every_state_kind_across_batches_and_tasks(backend: str, tmp_path: Path) -> None:
+    _operator, session = local_session(tmp_path, backend)
+    session.begin(1, 0, None)
+    runner = KeyedOperatorRunner(EveryState(), session, defer_writes=True)
+    runner.open()
+    # Several records per key per batch, and keys in several batches.
+    first, second = RECORDS[:5], RECORDS[5:]
+    check_outputs(runner.process(first, [k for k, _ in first]), first, {})
+    # Nothing of value-like state is written yet: another runner reads the session.
+    assert stored(session, EveryState(), "total", "a") is None
+    assert stored(session, EveryState(), "history", "a") == [1, 3, 5]  # list state: per batch
+    check_outputs(
+        runner.process(second, [k for k, _ in second]), second, {"a": [1, 3, 5], "b": [2], "c": [4]}
+    )
+    runner.snapshot_state(1)
+    runner.close()
+    session.commit(1, 0)
+
+    session.begin(2, 0, 1)
+    task2 = KeyedOperatorRunner(EveryState(), session, restored=True, defer_writes=True)
+    task2.open()
+    more = [("a", 9), ("b", 10)]
+    check_outputs(task2.process(more, ["a", "b"]), more, {"a": [1, 3, 5, 8], "b": [2, 6], "c": [4, 7]})
+    assert task2.read_keyed_state("history", "a") == [1, 3, 5, 8, 9]
+    assert task2.read_keyed_state("mean", "b") == 6.0
+    task2.close()
+    session.commit(2, 0)
+
+
+def test_keyed_average_matches_its_expectation_with_a_tiny_cache(tmp_path: Path, monkeypatch: Any) -> None:
+    """Flushing (and emptying) the cache mid-task loses nothing."""
+    monkeypatch.setattr(KeyedOperatorRunner, "DEFERRED_KEYS", 7)
+    n, keys = 2000, 50
+    events = [((i * 2654435761) % keys, i % 1000) for i in range(n)]
+    _operator, session = local_session(tmp_path, "heap")
+    session.begin(1, 0, None)
+    runner = KeyedOperatorRunner(KeyedAverage(), session, defer_writes=True)
+    runner.open()
+    outputs = []
+    for start in range(0, n, 64):
+        chunk = events[start : start + 64]
+        outputs += runner.process(chunk, [k for k, _ in chunk])
+    runner.close()
+    session.commit(1, 0)
+    assert (len(outputs), sum(avg for _, avg in outputs)) == expected(n, keys)
+
+
+class FailsOn(KeyedProcessFunction):
+    """Counts per key; raises on the value ``bad``."""
+
+    def __init__(self, bad: int) -> None:
+        self.bad = bad
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value: tuple[str, int], ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        self.count.update((self.count.value() or 0) + 1)
+        if value[1] == self.bad:
+            raise RuntimeError("boom")
+        yield value
+
+
+def test_a_failed_process_writes_nothing_more(tmp_path: Path) -> None:
+    _operator, session = local_session(tmp_path, "heap")
+    session.begin(1, 0, None)
+    runner = KeyedOperatorRunner(FailsOn(bad=3), session, defer_writes=True)
+    runner.open()
+    runner.process([("a", 1), ("a", 2)], ["a", "a"])
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.process([("a", 3)], ["a"])
+    with pytest.raises(StateError, match="failed"):
+        runner.process([("a", 4)], ["a"])
+    runner.snapshot_state(1)
+    runner.close()
+    assert stored(session, FailsOn(bad=0), "count", "a") is None
