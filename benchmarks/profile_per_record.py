@@ -12,6 +12,9 @@ the same run on the same batches, taking turns (best of ``--repeats``):
 * ``dict ceiling``: ceiling (b)'s ``mapInArrow`` function
   (``benchmarks.keyed_average.peers.ceilings.make_dict_loop``): a per-record
   Python loop over a plain dict, the reference of the 60% target;
+* ``dict function``: ``KeyedAverage.process_element`` itself per record, its
+  value state a plain dict: the same Python calls as Weir's loop without
+  managed state, the floor of this function's shape;
 * ``worker host``: the worker loop on a session of a real state host process
   (``weir-host``, started on demand as a Spark task does; one socket round
   trip per state per batch for the prefetch and one for the write-back);
@@ -116,6 +119,65 @@ def checksum(outputs: Iterator[pa.RecordBatch]) -> tuple[int, int]:
         rows += batch.num_rows
         total += sum(batch.column(1).to_pylist())
     return rows, total
+
+
+class DictScope:
+    """The current key (the ``ctx`` of ``process_element``)."""
+
+    __slots__ = ("key",)
+
+    def get_current_key(self) -> Any:
+        return self.key
+
+
+class DictValueState:
+    """A value state in a plain dict, for the ``dict function`` variant."""
+
+    __slots__ = ("cache", "scope")
+
+    def __init__(self, scope: DictScope) -> None:
+        self.scope = scope
+        self.cache: dict[Any, Any] = {}
+
+    def value(self) -> Any:
+        return self.cache.get(self.scope.key)
+
+    def update(self, value: Any) -> None:
+        self.cache[self.scope.key] = value
+
+    def clear(self) -> None:
+        self.cache.pop(self.scope.key, None)
+
+
+class DictContext:
+    """``get_state`` hands out dict-backed value states."""
+
+    def __init__(self, scope: DictScope) -> None:
+        self.scope = scope
+
+    def get_state(self, descriptor: Any) -> DictValueState:
+        return DictValueState(self.scope)
+
+
+def dict_function(window: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``KeyedAverage.process_element`` per record against dict-backed state: the same Python
+    function and calls as Weir's loop, no managed state (the floor of this function's shape)."""
+    function = KeyedAverage(window)
+    scope = DictScope()
+    function.open(DictContext(scope))  # type: ignore[arg-type]
+    process_element = function.process_element
+    for batch in batches:
+        keys = batch.column(0).to_pylist()
+        elements = list(zip(keys, batch.column(1).to_pylist(), strict=True))
+        out: list[Any] = []
+        extend = out.extend
+        for value, key in zip(elements, keys, strict=True):
+            scope.key = key
+            result = process_element(value, scope)  # type: ignore[arg-type]
+            if result is not None:
+                extend(result)
+        if out:
+            yield pa.RecordBatch.from_struct_array(pa.array(out, type=pa.struct(OUTPUT_SCHEMA)))
 
 
 class Timed:
@@ -239,22 +301,27 @@ def main() -> None:
 
         return run
 
-    def ceiling() -> tuple[float, tuple[int, int]]:
-        # One call over the warm and the timed batches, so the dict holds the same state
-        # as Weir's; the clock starts when the function asks for the first timed batch.
-        start = [0.0]
+    def dict_variant(
+        function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    ) -> Callable[[], tuple[float, tuple[int, int]]]:
+        def run() -> tuple[float, tuple[int, int]]:
+            # One call over the warm and the timed batches, so the dict holds the same state
+            # as Weir's; the clock starts when the function asks for the first timed batch.
+            start = [0.0]
 
-        def inputs() -> Iterator[pa.RecordBatch]:
-            yield from ceiling_warm
-            start[0] = time.perf_counter()
-            yield from ceiling_batches
+            def inputs() -> Iterator[pa.RecordBatch]:
+                yield from ceiling_warm
+                start[0] = time.perf_counter()
+                yield from ceiling_batches
 
-        outputs = make_dict_loop(args.window)(inputs())
-        result = checksum(out for out in outputs if start[0])
-        return time.perf_counter() - start[0], result
+            result = checksum(out for out in function(inputs()) if start[0])
+            return time.perf_counter() - start[0], result
+
+        return run
 
     variants: dict[str, Callable[[], tuple[float, tuple[int, int]]]] = {
-        "dict ceiling": ceiling,
+        "dict ceiling": dict_variant(make_dict_loop(args.window)),
+        "dict function": dict_variant(lambda batches: dict_function(args.window, batches)),
         "worker host": weir_variant(host_session),
         "worker local": weir_variant(local_session),
     }

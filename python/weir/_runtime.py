@@ -207,16 +207,18 @@ class _TaskKeys(_Batch):
     def add(self, keys: Sequence[Any], key_groups: Sequence[int] | None) -> _Batch | None:
         """Record the keys of a batch; returns the keys not seen before, encoded (``None``: none)."""
         known = self.group_of
+        # Set arithmetic runs in C; the order of the new keys does not matter.
+        fresh = set(keys).difference(known)
+        if not fresh:
+            return None
         if key_groups is None:
-            new = [key for key in dict.fromkeys(keys) if key not in known]
-            groups = None
+            new, groups = list(fresh), None
             known.update(dict.fromkeys(new))
         else:
-            group_of = dict(zip(keys, key_groups, strict=True))
-            new = [key for key in group_of if key not in known]
-            groups = [group_of[key] for key in new]
-            known.update(zip(new, groups, strict=True))
-        return _Batch(self.session, new, groups) if new else None
+            group_of = {key: group for key, group in zip(keys, key_groups, strict=True) if key in fresh}
+            new, groups = list(group_of), list(group_of.values())
+            known.update(group_of)
+        return _Batch(self.session, new, groups)
 
     def rows(self, keys: Iterable[Any]) -> KeyBatchLike:
         keys = list(keys)

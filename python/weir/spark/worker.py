@@ -81,15 +81,15 @@ def process_batches(
         key_groups = data.column(KEY_GROUP)
         _check_partition(key_groups, key_range, partition)
         values = data.drop_columns(list(INTERNAL_COLUMNS))
-        keys = _keys(values, op.key_columns)
         groups = key_groups.to_pylist()
         if vectorized:
-            out = runner.process_arrow(values, keys, groups)
+            out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
             if out is not None and out.num_rows:
                 yield out
             continue
-        elements = list(zip(*(values.column(c).to_pylist() for c in op.value_columns), strict=True))
-        outputs = runner.process(elements, keys, groups)
+        columns = {c: values.column(c).to_pylist() for c in op.value_columns}
+        elements = list(zip(*columns.values(), strict=True))
+        outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
         if outputs:
             yield _to_batch(outputs, op.output_schema)
 
@@ -106,14 +106,24 @@ def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition
         )
 
 
-def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...]) -> list[Any]:
+def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...], converted: dict[str, list[Any]]) -> list[Any]:
+    """The key of each row; ``converted`` holds columns already converted to Python."""
+
+    def column(name: str) -> list[Any]:
+        found = converted.get(name)
+        return values.column(name).to_pylist() if found is None else found
+
     if len(key_columns) == 1:
-        keys: list[Any] = values.column(key_columns[0]).to_pylist()
-        return keys
-    return list(zip(*(values.column(c).to_pylist() for c in key_columns), strict=True))
+        return column(key_columns[0])
+    return list(zip(*(column(c) for c in key_columns), strict=True))
 
 
 def _to_batch(outputs: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+    try:
+        # Rows as tuples (the usual case) convert in one pass in Arrow.
+        return pa.RecordBatch.from_struct_array(pa.array(outputs, type=pa.struct(schema)))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass  # rows as lists, or rows that do not fit: the column-wise path says which
     columns = list(zip(*outputs, strict=True))
     if len(columns) != len(schema):
         raise StateError(
