@@ -1,0 +1,212 @@
+//! One subtask's checkpoints through the engine, as a state host takes them:
+//! the synchronous pause (finalize the cut epoch + `snapshot_sync`, what the
+//! task waits for), the asynchronous upload of a full key-group-indexed
+//! snapshot, and the restore of the last one into a fresh operator.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Runtime;
+use weir_host::engine::Subtask;
+use weir_host::local::LocalOperator;
+use weir_host::{SubtaskSession, SubtaskSpec};
+use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
+
+use crate::Backend;
+use crate::error::{Result, io};
+use crate::report::{Records, mib_s, ms, percentile};
+use crate::storage;
+use crate::workload::{self, Keys};
+
+/// How many of each size's measurements to take.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds {
+    /// Snapshots whose synchronous part is timed (each after a 1% epoch).
+    pub snapshots: u64,
+    /// How many of those are uploaded (the first ones).
+    pub uploads: u64,
+    /// Restores of the last upload.
+    pub restores: u32,
+}
+
+/// Every `EVERY`-th key changes per round: 1%.
+const EVERY: usize = 100;
+
+/// Keys checked after each restore.
+const VERIFIED_KEYS: usize = 2_000;
+
+/// Runs the sync, async and restore benchmarks for one backend and size.
+pub fn run(
+    runtime: &Runtime,
+    dir: &Path,
+    backend: &Backend,
+    keys: &Keys,
+    max: MaxParallelism,
+    rounds: Rounds,
+    out: &mut Records,
+) -> Result<()> {
+    let (name, backend) = (backend.name, &backend.spec);
+    let n = keys.len() as u64;
+    let uid = OperatorUid::new("bench")?;
+    let spec = SubtaskSpec {
+        uid: uid.clone(),
+        subtask: SubtaskIndex(0),
+        parallelism: 1,
+        max_parallelism: max,
+        backend: backend.clone(),
+        key_types: None,
+    };
+    let work = dir.join(format!("work-{name}-{n}"));
+    let mut subtask = Subtask::open(spec, &work)?;
+    let state = subtask.register_state(&workload::descriptor()?)?;
+    subtask.set_key_types(workload::key_types())?;
+
+    let started = Instant::now();
+    workload::epoch(
+        &mut subtask,
+        state,
+        keys,
+        0..keys.len(),
+        workload::LOAD_ROUND,
+    )?;
+    subtask.finalize_all()?;
+    out.add(
+        "load",
+        name,
+        n,
+        "load_s",
+        started.elapsed().as_secs_f64(),
+        "s",
+    );
+
+    let checkpoints_dir = dir.join(format!("checkpoints-{name}-{n}"));
+    let checkpoints = storage::checkpoints(&checkpoints_dir, "bench")?;
+    let state_storage = checkpoints.state_storage();
+    let (mut pauses, mut finalizes, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut durations, mut bytes, mut entries) = (Vec::new(), 0, 0);
+    let mut last = None;
+    for round in 1..=rounds.snapshots {
+        workload::epoch(
+            &mut subtask,
+            state,
+            keys,
+            workload::changed_keys(keys.len(), EVERY, round),
+            round,
+        )?;
+        // The barrier of the host: make the cut epoch final, then freeze.
+        let started = Instant::now();
+        subtask.finalize_up_to(Epoch(round + 1))?;
+        let finalized = started.elapsed();
+        let snapshot = subtask.snapshot_sync()?;
+        let pause = started.elapsed();
+        pauses.push(pause);
+        finalizes.push(finalized);
+        syncs.push(pause - finalized);
+        if round > rounds.uploads {
+            continue;
+        }
+        let id = CheckpointId(round);
+        let upload = runtime.block_on(snapshot.upload(runtime.handle(), &state_storage, id))?;
+        durations.push(upload.metrics.async_duration);
+        bytes = upload.metrics.uploaded_size;
+        entries = upload.metrics.entries.unwrap_or(0);
+        if let Some((previous, _)) = last.replace((id, upload.meta)) {
+            // Only the newest upload is restored; the others just take disk.
+            runtime.block_on(checkpoints.discard(previous))?;
+        }
+    }
+    out.add_percentiles("sync_pause", name, n, "pause", &pauses);
+    out.add_percentiles("sync_pause", name, n, "finalize", &finalizes);
+    out.add_percentiles("sync_pause", name, n, "snapshot_sync", &syncs);
+    out.add(
+        "sync_pause",
+        name,
+        n,
+        "snapshots",
+        pauses.len() as f64,
+        "count",
+    );
+
+    let median = percentile(&durations, 0.5);
+    out.add("async_upload", name, n, "duration_p50", ms(median), "ms");
+    out.add(
+        "async_upload",
+        name,
+        n,
+        "uploaded_bytes",
+        bytes as f64,
+        "bytes",
+    );
+    out.add("async_upload", name, n, "entries", entries as f64, "count");
+    out.add(
+        "async_upload",
+        name,
+        n,
+        "upload_rate",
+        mib_s(bytes, median),
+        "MiB/s",
+    );
+    out.add(
+        "async_upload",
+        name,
+        n,
+        "uploads",
+        durations.len() as f64,
+        "count",
+    );
+    drop(subtask);
+
+    let Some((id, meta)) = last else {
+        return Ok(());
+    };
+    let url = runtime.block_on(storage::complete(
+        &checkpoints,
+        id,
+        &uid,
+        max,
+        Epoch(id.0 + 1),
+        vec![meta],
+    ))?;
+    let mut times = Vec::new();
+    for attempt in 0..rounds.restores {
+        storage::evict(&checkpoints_dir)?;
+        let restore_work = dir.join(format!("restore-{name}-{n}-{attempt}"));
+        let started = Instant::now();
+        let mut operator = LocalOperator::restore(
+            &url,
+            uid.clone(),
+            1,
+            max,
+            backend.clone(),
+            &restore_work,
+            false,
+        )?;
+        times.push(started.elapsed());
+        let restored = operator.subtask_mut(0)?;
+        let sample = workload::sample(keys.len(), VERIFIED_KEYS, |_| true);
+        workload::verify(restored, state, keys, &sample, |i| {
+            workload::last_writer(i, EVERY, id.0)
+        })?;
+        drop(operator);
+        std::fs::remove_dir_all(&restore_work).map_err(io("remove", &restore_work))?;
+    }
+    report_restore(out, name, n, bytes, &times);
+    std::fs::remove_dir_all(&checkpoints_dir).map_err(io("remove", &checkpoints_dir))?;
+    Ok(())
+}
+
+/// Restore time (median) and the rate at which it consumed snapshot bytes.
+fn report_restore(out: &mut Records, name: &'static str, n: u64, bytes: u64, times: &[Duration]) {
+    let median = percentile(times, 0.5);
+    out.add("restore", name, n, "restore_p50", ms(median), "ms");
+    out.add("restore", name, n, "snapshot_bytes", bytes as f64, "bytes");
+    out.add(
+        "restore",
+        name,
+        n,
+        "restore_rate",
+        mib_s(bytes, median),
+        "MiB/s",
+    );
+    out.add("restore", name, n, "restores", times.len() as f64, "count");
+}
