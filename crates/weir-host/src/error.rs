@@ -28,9 +28,7 @@ pub enum HostError {
     InvalidRequest(String),
     /// The state of the subtask is gone (host died, restarted, or never held
     /// it): the job must restore from its latest checkpoint.
-    #[error(
-        "state lost: {0}; the job must restore from its latest completed checkpoint"
-    )]
+    #[error("state lost: {0}; the job must restore from its latest completed checkpoint")]
     StateLost(String),
     /// The peer broke the protocol (bad frame, unknown message, version).
     #[error("state host protocol error: {0}")]

@@ -84,8 +84,7 @@ pub trait SubtaskSession {
     fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId>;
 
     /// Registers an operator (non-keyed) list state.
-    fn register_operator_state(&mut self, name: &str, mode: RedistributionMode)
-    -> Result<StateId>;
+    fn register_operator_state(&mut self, name: &str, mode: RedistributionMode) -> Result<StateId>;
 
     /// Folds epochs `<= final_epoch` into the base, then starts `attempt` of
     /// `epoch` (discarding the writes of an earlier attempt of it).
@@ -120,8 +119,12 @@ pub trait SubtaskSession {
     fn get_lists(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray>;
 
     /// Appends list payloads to a list state.
-    fn append_lists(&mut self, state: StateId, keys: &KeyBatch, payloads: &BinaryArray)
-    -> Result<()>;
+    fn append_lists(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        payloads: &BinaryArray,
+    ) -> Result<()>;
 
     /// Replaces the lists of a list state (null or empty payload: clears).
     fn replace_lists(
