@@ -77,6 +77,14 @@ def table(records: Sequence[Record]) -> str:
         f"best peer: {peer['variant'] if peer else 'none correct'}; JVM reference: "
         f"{jvm['variant'] if jvm else 'none correct'}"
     )
+    by_name = {r["variant"]: r for r in records if r.get("correct")}
+    with_ckpt = by_name.get("weir-per-record-heap")
+    without = by_name.get("weir-per-record-heap-no-checkpoints")
+    if with_ckpt and without and _eps(without):
+        lines.append(
+            f"cost of checkpointing every 1 s (weir per-record heap): "
+            f"{1 - _eps(with_ckpt) / _eps(without):.1%} of throughput (target <= 10%)"
+        )
     lines.append(
         "ckpts: Spark micro-batch commits; ckpt ms: state commit time per batch (synchronous in "
         "Spark's tasks), Weir's synchronous part per checkpoint"

@@ -21,10 +21,15 @@ MAX_PARALLELISM = 128
 
 
 def run_weir_job(
-    ctx: RunContext, name: str, state_backend: str, attach: Callable[[KeyedStream], DataStream]
+    ctx: RunContext,
+    name: str,
+    state_backend: str,
+    attach: Callable[[KeyedStream], DataStream],
+    checkpoint_interval_ms: int | None = CHECKPOINT_INTERVAL_MS,
 ) -> Outcome:
     """Run events -> key_by("key") -> ``attach`` (the stateful step) -> Parquet sink, with
-    checkpoints every second; time ``execute`` and read the published output back.
+    checkpoints every second (``None``: checkpointing off, output published at the end);
+    time ``execute`` and read the published output back.
 
     The source reads the same files as the Spark peers, ``files_per_trigger`` per epoch.
     """
@@ -40,7 +45,8 @@ def run_weir_job(
         parallelism=PARALLELISM,
         max_parallelism=MAX_PARALLELISM,
     )
-    job.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    if checkpoint_interval_ms is not None:
+        job.enable_checkpointing(checkpoint_interval_ms)
     source = sources.parquet_files(str(ctx.events_dir), max_files_per_epoch=ctx.params.files_per_trigger)
     events = job.from_source(source, uid="events")
     attach(events.key_by("key")).sink_to(sinks.parquet_files(str(ctx.output_dir)), uid="out")

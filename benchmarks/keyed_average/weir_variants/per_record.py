@@ -8,9 +8,12 @@ from typing import Any
 
 from benchmarks.keyed_average.measure import Outcome
 from benchmarks.keyed_average.registry import RunContext, Variant
-from benchmarks.keyed_average.weir_variants.common import run_weir_job
+from benchmarks.keyed_average.weir_variants.common import CHECKPOINT_INTERVAL_MS, run_weir_job
 from benchmarks.keyed_average.workload import OUTPUT_DDL
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor
+
+NO_CHECKPOINTS = "weir-per-record-heap-no-checkpoints"
+"""Compared with ``weir-per-record-heap``: the throughput cost of checkpointing every second."""
 
 
 class CountWindowAverage(KeyedProcessFunction):
@@ -35,14 +38,15 @@ class CountWindowAverage(KeyedProcessFunction):
             self.acc.update((count, total))
 
 
-def _run(backend: str) -> Callable[[RunContext], Outcome]:
+def _run(backend: str, checkpoints: bool = True) -> Callable[[RunContext], Outcome]:
     def run(ctx: RunContext) -> Outcome:
         fn = CountWindowAverage(ctx.params.w)
         return run_weir_job(
             ctx,
-            f"avg-per-record-{backend}",
+            f"avg-per-record-{backend}" + ("" if checkpoints else "-no-checkpoints"),
             backend,
             lambda keyed: keyed.process(fn, output_schema=OUTPUT_DDL, uid="avg"),
+            checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS if checkpoints else None,
         )
 
     return run
@@ -62,5 +66,12 @@ VARIANTS = [
         path="per_record",
         run=_run("rocksdb"),
         description="Python KeyedProcessFunction + ValueState, RocksDB backend",
+    ),
+    Variant(
+        name=NO_CHECKPOINTS,
+        system="weir",
+        path="per_record",
+        run=_run("heap", checkpoints=False),
+        description="the heap variant with checkpointing off: the cost of checkpointing",
     ),
 ]
