@@ -23,7 +23,7 @@ use weir_types::{
 use crate::arrow_ipc::{from_ipc, to_ipc};
 use crate::errors::PyWeirError;
 use crate::local::PyLocalOperator;
-use crate::values::{decode, encode, key_columns, short_repr, to_value};
+use crate::values::{decode, encode, key_columns, short_repr, to_value, write_key_direct};
 
 /// Locks a host session; a panic in an earlier call poisons nothing the host holds.
 fn lock_remote(
@@ -321,6 +321,20 @@ fn typed_key_columns(
     }
 }
 
+/// A given key group, checked against max parallelism.
+fn checked_key_group(group: u32, max: MaxParallelism) -> Result<u16, PyWeirError> {
+    if group >= max.get() {
+        return Err(PyWeirError::Types(
+            weir_types::TypesError::InvalidKeyGroup {
+                key_group: group,
+                max: max.get(),
+            },
+        ));
+    }
+    // Below max parallelism, which is at most 32768.
+    Ok(u16::try_from(group).unwrap_or(u16::MAX))
+}
+
 /// The elements of a Python sequence (a list is read without copying twice).
 fn sequence<'py>(obj: &Bound<'py, PyAny>) -> Result<Vec<Bound<'py, PyAny>>, PyWeirError> {
     if let Ok(list) = obj.cast::<PyList>() {
@@ -467,6 +481,16 @@ impl PySession {
         let mut key_column = BinaryBuilder::with_capacity(keys.len(), keys.len() * 9);
         let mut scratch = Vec::new();
         for (row, key) in keys.iter().enumerate() {
+            scratch.clear();
+            // With the key groups given and the key types known, the columns are
+            // only needed for their encoding: write it straight from the key.
+            if let (Some(groups), Some(types)) = (&key_groups, &self.key_types)
+                && write_key_direct(key, types, &mut scratch)
+            {
+                group_column.push(checked_key_group(groups[row], max)?);
+                key_column.append_value(&scratch);
+                continue;
+            }
             // The first key of an operator without declared key types decides them.
             let columns = match &self.key_types {
                 Some(known) => typed_key_columns(key, known)?,
@@ -478,19 +502,7 @@ impl PySession {
             };
             let types = self.key_types.as_deref().unwrap_or_default();
             let group = match &key_groups {
-                Some(groups) => {
-                    let group = groups[row];
-                    if group >= max.get() {
-                        return Err(PyWeirError::Types(
-                            weir_types::TypesError::InvalidKeyGroup {
-                                key_group: group,
-                                max: max.get(),
-                            },
-                        ));
-                    }
-                    // Below max parallelism, which is at most 32768.
-                    u16::try_from(group).unwrap_or(u16::MAX)
-                }
+                Some(groups) => checked_key_group(groups[row], max)?,
                 None => key_group_of(&columns, max).0,
             };
             scratch.clear();
@@ -512,14 +524,14 @@ impl PySession {
     ) -> PyResult<Bound<'py, PyList>> {
         let ty = &self.keyed(state)?.value_type;
         let values = self.run(py, |s| s.get_values(StateId(state), &keys.batch))?;
-        let out = PyList::empty(py);
-        for value in values.iter() {
-            match value {
-                Some(bytes) => out.append(decode(py, bytes, ty)?)?,
-                None => out.append(py.None())?,
-            }
-        }
-        Ok(out)
+        let items = values
+            .iter()
+            .map(|value| match value {
+                Some(bytes) => decode(py, bytes, ty),
+                None => Ok(py.None().into_bound(py)),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
     }
 
     /// Writes values (None: clears) of a value, reducing or aggregating state.

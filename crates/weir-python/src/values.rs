@@ -9,7 +9,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple,
 };
-use weir_types::{Value, ValueType, decode_value, encode_value};
+use weir_types::{Value, ValueType, decode_value, encode_value, read_varint, write_varint};
 
 use crate::errors::PyWeirError;
 
@@ -228,9 +228,139 @@ pub(crate) fn encode(
     state: &str,
     out: &mut Vec<u8>,
 ) -> Result<(), PyWeirError> {
+    let start = out.len();
+    if write_direct(obj, ty, out) {
+        return Ok(());
+    }
+    // Not a common shape (a dict for a struct, a pickled object, an int subclass...)
+    // or not a fit: the general path converts it, or says exactly what does not fit.
+    out.truncate(start);
     let value = to_value(obj, ty).map_err(|m| m.into_error(state, ty))?;
     encode_value(&value, ty, out)?;
     Ok(())
+}
+
+/// Appends the encoding of the common shapes of Python values straight from the
+/// objects, without the intermediate [`Value`] (which allocates per struct and
+/// string): the bytes are exactly `encode_value(to_value(obj, ty), ty)`. Returns
+/// false, with `out` partly written, for anything else; the caller then takes
+/// the general path.
+fn write_direct(obj: &Bound<'_, PyAny>, ty: &ValueType, out: &mut Vec<u8>) -> bool {
+    match ty {
+        ValueType::Boolean => match obj.cast::<PyBool>() {
+            Ok(b) => {
+                out.push(u8::from(b.is_true()));
+                true
+            }
+            Err(_) => false,
+        },
+        // An exact int is never a bool; int subclasses take the general path.
+        ValueType::Int64 if obj.is_exact_instance_of::<PyInt>() => obj
+            .extract::<i64>()
+            .map(|v| out.extend_from_slice(&v.to_le_bytes()))
+            .is_ok(),
+        ValueType::Int32 if obj.is_exact_instance_of::<PyInt>() => obj
+            .extract::<i32>()
+            .map(|v| out.extend_from_slice(&v.to_le_bytes()))
+            .is_ok(),
+        ValueType::Float64
+            if obj.is_exact_instance_of::<PyFloat>() || obj.is_exact_instance_of::<PyInt>() =>
+        {
+            obj.extract::<f64>()
+                .map(|v| out.extend_from_slice(&v.to_le_bytes()))
+                .is_ok()
+        }
+        ValueType::Utf8 => match obj.cast::<PyString>().map(|s| s.to_str()) {
+            Ok(Ok(text)) => {
+                write_varint(text.len() as u64, out);
+                out.extend_from_slice(text.as_bytes());
+                true
+            }
+            _ => false,
+        },
+        ValueType::Binary => match obj.cast::<PyBytes>() {
+            Ok(bytes) => {
+                let bytes = bytes.as_bytes();
+                write_varint(bytes.len() as u64, out);
+                out.extend_from_slice(bytes);
+                true
+            }
+            Err(_) => false,
+        },
+        ValueType::List { item } => {
+            if let Ok(list) = obj.cast_exact::<PyList>() {
+                write_items(list.iter(), item, out)
+            } else if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
+                write_items(tuple.iter(), item, out)
+            } else {
+                false
+            }
+        }
+        ValueType::Struct { fields } => {
+            let Ok(tuple) = obj.cast_exact::<PyTuple>() else {
+                return false;
+            };
+            if tuple.len() != fields.len() {
+                return false;
+            }
+            fields.iter().zip(tuple.iter()).all(|(field, value)| {
+                if value.is_none() {
+                    out.push(0);
+                    field.nullable
+                } else {
+                    if field.nullable {
+                        out.push(1);
+                    }
+                    write_direct(&value, &field.data_type, out)
+                }
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Appends the encoding of a key of the declared column `types` straight from the
+/// Python key (what `encode_key` writes for its columns); false, with `out` partly
+/// written, for anything else (the caller takes the general path, which also
+/// explains a key that does not fit).
+pub(crate) fn write_key_direct(
+    key: &Bound<'_, PyAny>,
+    types: &[ValueType],
+    out: &mut Vec<u8>,
+) -> bool {
+    let column = |obj: &Bound<'_, PyAny>, ty: &ValueType, out: &mut Vec<u8>| {
+        out.push(1);
+        !obj.is_none() && write_direct(obj, ty, out)
+    };
+    match types {
+        [ty] => column(key, ty, out),
+        _ => match key.cast_exact::<PyTuple>() {
+            Ok(tuple) if tuple.len() == types.len() => tuple
+                .iter()
+                .zip(types)
+                .all(|(obj, ty)| column(&obj, ty, out)),
+            _ => false,
+        },
+    }
+}
+
+/// A list's count, then each item with its presence byte (see [`write_direct`]).
+fn write_items<'py>(
+    items: impl ExactSizeIterator<Item = Bound<'py, PyAny>>,
+    item: &ValueType,
+    out: &mut Vec<u8>,
+) -> bool {
+    write_varint(items.len() as u64, out);
+    let mut items = items;
+    items.all(|element| {
+        if element.is_none() {
+            out.push(0);
+            true
+        } else {
+            out.push(1);
+            write_direct(&element, item, out)
+        }
+    })
 }
 
 /// Decodes stored bytes of type `ty` into a Python object.
@@ -239,8 +369,128 @@ pub(crate) fn decode<'py>(
     bytes: &[u8],
     ty: &ValueType,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let mut rest = bytes;
+    if let Some(obj) = read_direct(py, &mut rest, ty)?
+        && rest.is_empty()
+    {
+        return Ok(obj);
+    }
+    // Malformed bytes: the general decoder names what is wrong.
     let value = decode_value(bytes, ty).map_err(PyWeirError::from)?;
     from_value(py, value, ty)
+}
+
+/// Reads one value of type `ty` from the front of `buf` straight into a Python
+/// object (what `from_value(decode_value(..))` builds, without the intermediate
+/// [`Value`]); `Ok(None)` when the bytes are malformed.
+fn read_direct<'py>(
+    py: Python<'py>,
+    buf: &mut &[u8],
+    ty: &ValueType,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    fn take<'a>(buf: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if buf.len() < n {
+            return None;
+        }
+        let (head, rest) = buf.split_at(n);
+        *buf = rest;
+        Some(head)
+    }
+    fn fixed<const N: usize>(buf: &mut &[u8]) -> Option<[u8; N]> {
+        take(buf, N).and_then(|bytes| bytes.try_into().ok())
+    }
+    fn sized<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let n = usize::try_from(read_varint(buf)?).ok()?;
+        take(buf, n)
+    }
+    Ok(Some(match ty {
+        ValueType::Boolean => match take(buf, 1) {
+            Some([0]) => PyBool::new(py, false).to_owned().into_any(),
+            Some([1]) => PyBool::new(py, true).to_owned().into_any(),
+            _ => return Ok(None),
+        },
+        ValueType::Int32 => match fixed(buf) {
+            Some(b) => i32::from_le_bytes(b).into_pyobject(py)?.into_any(),
+            None => return Ok(None),
+        },
+        ValueType::Int64 => match fixed(buf) {
+            Some(b) => i64::from_le_bytes(b).into_pyobject(py)?.into_any(),
+            None => return Ok(None),
+        },
+        ValueType::Float32 => match fixed(buf) {
+            Some(b) => f64::from(f32::from_le_bytes(b))
+                .into_pyobject(py)?
+                .into_any(),
+            None => return Ok(None),
+        },
+        ValueType::Float64 => match fixed(buf) {
+            Some(b) => f64::from_le_bytes(b).into_pyobject(py)?.into_any(),
+            None => return Ok(None),
+        },
+        ValueType::Utf8 => match sized(buf).map(std::str::from_utf8) {
+            Some(Ok(text)) => PyString::new(py, text).into_any(),
+            _ => return Ok(None),
+        },
+        ValueType::Binary => match sized(buf) {
+            Some(bytes) => PyBytes::new(py, bytes).into_any(),
+            None => return Ok(None),
+        },
+        ValueType::Pickle => match sized(buf) {
+            Some(bytes) => {
+                pickle_function(py, &PICKLE_LOADS, "loads")?.call1((PyBytes::new(py, bytes),))?
+            }
+            None => return Ok(None),
+        },
+        ValueType::List { item } => {
+            let Some(n) = read_varint(buf).and_then(|n| usize::try_from(n).ok()) else {
+                return Ok(None);
+            };
+            // Each item takes at least one byte: bound the allocation by the input.
+            if n > buf.len() {
+                return Ok(None);
+            }
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                match read_nullable(py, buf, item)? {
+                    Some(element) => items.push(element),
+                    None => return Ok(None),
+                }
+            }
+            PyList::new(py, items)?.into_any()
+        }
+        ValueType::Struct { fields } => {
+            let mut items = Vec::with_capacity(fields.len());
+            for field in fields {
+                let value = if field.nullable {
+                    read_nullable(py, buf, &field.data_type)?
+                } else {
+                    read_direct(py, buf, &field.data_type)?
+                };
+                match value {
+                    Some(value) => items.push(value),
+                    None => return Ok(None),
+                }
+            }
+            PyTuple::new(py, items)?.into_any()
+        }
+    }))
+}
+
+/// A presence byte, then a value if present (None when absent).
+fn read_nullable<'py>(
+    py: Python<'py>,
+    buf: &mut &[u8],
+    ty: &ValueType,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some((&presence, rest)) = buf.split_first() else {
+        return Ok(None);
+    };
+    *buf = rest;
+    match presence {
+        0 => Ok(Some(py.None().into_bound(py))),
+        1 => read_direct(py, buf, ty),
+        _ => Ok(None),
+    }
 }
 
 /// A [`Value`] of type `ty` as a Python object (structs become tuples).
