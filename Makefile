@@ -56,9 +56,10 @@ demo: build ## The main job: CountWindowAverage on Spark local mode, a failure, 
 	$(PY) examples/demo.py $(CURDIR)/.demo
 
 .PHONY: bench
-bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, then keyed-average vs Spark peers (ARGS=--quick: small)
+bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark peers, checkpoint benchmarks (ARGS=--quick: small)
 	cargo bench -p weir-state -p weir-state-rocksdb
 	$(PY) benchmarks/run.py $(ARGS)
+	$(PY) benchmarks/checkpoints.py $(filter --quick,$(ARGS))
 
 .PHONY: lint
 lint: build ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest
