@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -92,6 +93,7 @@ def main() -> None:
     work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="weir-demo-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     # Python workers must run this interpreter, which has weir installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cache
 from pathlib import Path
@@ -39,12 +38,13 @@ def open_session(task: EpochTask, partition: int) -> _internal.Session:
     """Attaches to subtask ``partition``'s state, restoring it first if this
     generation starts from a checkpoint and the host does not hold it yet."""
     op = task.operator
+    # Only a task starting right at the restored cut may load the state from
+    # storage; later tasks expect the host to hold it (else StateLostError).
     restore = (
         _restore_json(op.restore_from, op.uid, partition, op.parallelism, op.max_parallelism)
-        if op.restore_from is not None
+        if op.restore_from is not None and task.final_epoch == op.restore_cut
         else None
     )
-    restored_from = json.loads(restore)["restored_from"] if restore is not None else None
     return _internal.connect_host(
         op.host.directory,
         op.host.token,
@@ -54,7 +54,7 @@ def open_session(task: EpochTask, partition: int) -> _internal.Session:
         max_parallelism=op.max_parallelism,
         backend=op.backend,
         key_types_json=op.key_types_json,
-        expect_restored_from=restored_from,
+        expect_restored_from=op.restored_checkpoint,
         expect_final_epoch=task.final_epoch,
         restore_json=restore,
         host_command=command(),

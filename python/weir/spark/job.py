@@ -335,7 +335,10 @@ class _Run:
         self.last_data_epoch = 0
         self.published_cut = 0
         self.elapsed = 0.0
+        self.origin: str | None = None
         self.restore_from: str | None = None
+        self.restored_checkpoint: int | None = None
+        self.restore_cut: int | None = None
         self.input_columns: tuple[str, ...] | None = None
         self.key_types_json: str | None = None
         self.records = job.spark.sparkContext.accumulator(0)
@@ -383,7 +386,9 @@ class _Run:
     def start_from(self, path: str | None) -> None:
         """Starts a new generation: state, source and sink as of ``path`` (or empty)."""
         self.generation += 1
+        self.origin = path
         self.restore_from = path
+        self.restored_checkpoint = self.restore_cut = None
         self.first_epoch = self.epoch + 1
         self.final_epoch = None
         self.pending_barrier = None
@@ -408,8 +413,13 @@ class _Run:
         cut = int(metadata["cut_epoch"])
         self.epoch = max(self.epoch, cut)
         self.first_epoch = self.epoch + 1
-        # The restored state is final at the checkpoint's cut: tasks expect that.
-        self.final_epoch = cut
+        if any(op["uid"] == self.uid for op in metadata["operators"]):
+            # The restored state is final at the checkpoint's cut: tasks expect that.
+            self.restored_checkpoint, self.restore_cut = int(metadata["checkpoint_id"]), cut
+            self.final_epoch = cut
+        else:
+            # The operator is new to this checkpoint: its state starts empty.
+            self.restore_from = None
         self.log(
             f"restored from {path} (checkpoint {metadata['checkpoint_id']}, cut epoch "
             f"{metadata['cut_epoch']})" + (f"; dropped state of {dropped}" if dropped else "")
@@ -433,7 +443,7 @@ class _Run:
         self.awaiting.clear()
         self.stop_requested = None
         latest = _internal.latest_checkpoint(self.job.checkpoint_dir, self.job.name)
-        self.start_from(latest if latest is not None else self.restore_from)
+        self.start_from(latest if latest is not None else self.origin)
 
     def step(self) -> bool:
         """Runs one epoch (or waits for the coordinator); True when the job is done."""
@@ -540,6 +550,8 @@ class _Run:
             ),
             generation=self.generation,
             restore_from=self.restore_from,
+            restored_checkpoint=self.restored_checkpoint,
+            restore_cut=self.restore_cut,
         )
 
     def epoch_frame(self, frame: DataFrame | None, task: EpochTask) -> DataFrame:

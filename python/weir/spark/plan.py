@@ -69,6 +69,11 @@ class OperatorSpec:
     """Bumped at every restore: a host holding an older generation's state drops it."""
     restore_from: str | None
     """The checkpoint or savepoint this generation's state starts from."""
+    restored_checkpoint: int | None
+    """Its checkpoint id: every task of the generation expects state that came from it."""
+    restore_cut: int | None
+    """Its cut epoch: only tasks that start right at it may (re)load it from storage,
+    which retention may delete once newer checkpoints complete."""
 
 
 @dataclass(frozen=True)
