@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import itertools
 import os
 import pstats
@@ -234,20 +235,23 @@ def main() -> None:
     uids = itertools.count()
 
     def spec(uid: str) -> OperatorSpec:
-        return OperatorSpec(
-            uid=uid,
-            function=KeyedAverage(args.window),
-            key_columns=("key",),
-            key_types_json='[{"type":"int64"}]',
-            value_columns=("key", "value"),
-            output_schema=OUTPUT_SCHEMA,
-            parallelism=p,
-            max_parallelism=max_p,
-            backend=args.backend,
-            host=HostAddress(host_dir, token, 60.0),
-            generation=0,
-            restore_from=None,
-        )
+        fields: dict[str, Any] = {
+            "uid": uid,
+            "function": KeyedAverage(args.window),
+            "key_columns": ("key",),
+            "key_types_json": '[{"type":"int64"}]',
+            "value_columns": ("key", "value"),
+            "output_schema": OUTPUT_SCHEMA,
+            "parallelism": p,
+            "max_parallelism": max_p,
+            "backend": args.backend,
+            "host": HostAddress(host_dir, token, 60.0),
+            "generation": 0,
+        }
+        # Every other field says where restored state comes from: nowhere.
+        for field in dataclasses.fields(OperatorSpec):
+            fields.setdefault(field.name, None)
+        return OperatorSpec(**fields)
 
     def host_session(uid: str) -> Any:
         return _internal.connect_host(
