@@ -246,7 +246,6 @@ def main() -> None:
             "max_parallelism": max_p,
             "backend": args.backend,
             "host": HostAddress(host_dir, token, 60.0),
-            "generation": 0,
         }
         # Every other field says where restored state comes from: nowhere.
         for field in dataclasses.fields(OperatorSpec):

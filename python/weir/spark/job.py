@@ -45,7 +45,7 @@ from weir.spark.plan import (
     HostAddress,
     OperatorSpec,
 )
-from weir.spark.routing import key_group_column, routing_column, routing_values, subtask_column
+from weir.spark.routing import key_group_column, routing_column, subtask_column
 from weir.spark.worker import run_epoch_task
 from weir.types import value_type_json
 
@@ -322,7 +322,6 @@ class _Run:
         self.generation = 0
         self.epoch = 0
         self.final_epoch: int | None = None
-        self.first_epoch = 1
         self.position: Position = None
         self.pending_barrier: tuple[int, int] | None = None
         self.notify: int | None = None
@@ -389,7 +388,6 @@ class _Run:
         self.origin = path
         self.restore_from = path
         self.restored_checkpoint = self.restore_cut = None
-        self.first_epoch = self.epoch + 1
         self.final_epoch = None
         self.pending_barrier = None
         self.cut_wanted = False
@@ -412,7 +410,6 @@ class _Run:
         self.stage.sink.recover(metadata["sinks"].get(self.stage.sink_uid))
         cut = int(metadata["cut_epoch"])
         self.epoch = max(self.epoch, cut)
-        self.first_epoch = self.epoch + 1
         if any(op["uid"] == self.uid for op in metadata["operators"]):
             # The restored state is final at the checkpoint's cut: tasks expect that.
             self.restored_checkpoint, self.restore_cut = int(metadata["checkpoint_id"]), cut
@@ -508,7 +505,6 @@ class _Run:
             operator=self.operator_spec(),
             epoch=self.epoch,
             final_epoch=self.final_epoch,
-            first_epoch=self.first_epoch,
             barrier=barrier,
             notify_complete=self.notify,
             pending_checkpoint=self.cut_wanted_id,
@@ -548,7 +544,6 @@ class _Run:
                 self.token,
                 HOST_IDLE_TIMEOUT_S,
             ),
-            generation=self.generation,
             restore_from=self.restore_from,
             restored_checkpoint=self.restored_checkpoint,
             restore_cut=self.restore_cut,
@@ -563,10 +558,7 @@ class _Run:
         )
         markers = spark.range(parallelism, numPartitions=1).select(
             F.lit(None).cast("int").alias(KEY_GROUP),
-            F.element_at(
-                F.array(*[F.lit(v).cast("long") for v in routing_values(parallelism)]),
-                (F.col("id") + F.lit(1)).cast("int"),
-            ).alias(ROUTE),
+            routing_column(F.col("id").cast("int"), parallelism).alias(ROUTE),
             F.lit(True).alias(MARKER),
         )
         if frame is not None:

@@ -65,8 +65,6 @@ class OperatorSpec:
     max_parallelism: int
     backend: str
     host: HostAddress
-    generation: int
-    """Bumped at every restore: a host holding an older generation's state drops it."""
     restore_from: str | None
     """The checkpoint or savepoint this generation's state starts from."""
     restored_checkpoint: int | None
@@ -84,8 +82,6 @@ class EpochTask:
     epoch: int
     final_epoch: int | None
     """Every epoch up to this one succeeded: fold it into the base first."""
-    first_epoch: int
-    """The first epoch of this generation: before it, state is restored or empty."""
     barrier: Barrier | None
     notify_complete: int | None
     """The newest completed checkpoint the function has not yet been told of."""
