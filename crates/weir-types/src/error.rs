@@ -87,9 +87,57 @@ pub enum TypesError {
         reason: &'static str,
     },
     /// An Arrow type Weir cannot store as state.
-    #[error("arrow type {arrow} is not supported as a state type")]
+    #[error(
+        "arrow type {arrow} cannot be a state type: use bool, int32, int64, float32, float64, \
+         string, binary (also for bytes), or a list or struct of those"
+    )]
     UnsupportedArrowType {
         /// The Arrow type, rendered.
         arrow: String,
+    },
+    /// A value written to a state that does not fit the state's type.
+    #[error("state '{state}' holds {state_type} values, but {path}the value written is {value}")]
+    ValueMismatch {
+        /// The state name.
+        state: String,
+        /// The state's type.
+        state_type: ValueType,
+        /// Where in the value the part that does not fit is (`field 'count' of `), or empty.
+        path: String,
+        /// The part that does not fit, rendered with its type.
+        value: String,
+        /// The type that part had to fit.
+        part_type: ValueType,
+    },
+    /// A key that cannot be a key at all.
+    #[error("key {key} is invalid: {reason}")]
+    InvalidKey {
+        /// The key, rendered with its type.
+        key: String,
+        /// Why, and what a key may be.
+        reason: &'static str,
+    },
+    /// A key whose column types differ from the operator's key types.
+    #[error(
+        "key {key} has columns of type {types}, but this operator's keys are {known}: \
+         a key selector must return keys of one type"
+    )]
+    KeyTypeMismatch {
+        /// The key, rendered with its type.
+        key: String,
+        /// Its column types, rendered (or why they are unknown).
+        types: String,
+        /// The operator's key column types, rendered.
+        known: String,
+    },
+    /// A name that is none of the names of a closed set (backends, state kinds, ...).
+    #[error("{what} {name:?} is unknown: use {expected}")]
+    UnknownName {
+        /// What was named, e.g. "state backend".
+        what: &'static str,
+        /// The rejected name.
+        name: String,
+        /// The accepted names.
+        expected: &'static str,
     },
 }

@@ -26,7 +26,10 @@ mod value;
 mod value_type;
 
 pub use descriptor::{StateDescriptor, StateKind, TtlConfig, TtlUpdate};
-pub use encoding::{decode_key, decode_value, encode_key, encode_value, read_varint, write_varint};
+pub use encoding::{
+    EncodeError, ValueBuilder, ValueSource, decode_key, decode_value, decode_with, encode_key,
+    encode_key_column, encode_value, encode_with, read_varint, write_varint,
+};
 pub use error::{Result, TypesError};
 pub use ids::{Attempt, CheckpointId, Epoch, JobId, OperatorUid, SubtaskIndex};
 pub use key_group::{KeyGroup, KeyGroupRange, MaxParallelism, key_group_of};
