@@ -71,6 +71,23 @@ pub enum TtlUpdate {
     OnReadAndWrite,
 }
 
+impl std::str::FromStr for TtlUpdate {
+    type Err = TypesError;
+
+    /// `on_create_and_write` or `on_read_and_write`.
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "on_create_and_write" => Ok(TtlUpdate::OnCreateAndWrite),
+            "on_read_and_write" => Ok(TtlUpdate::OnReadAndWrite),
+            _ => Err(TypesError::UnknownName {
+                what: "time-to-live update type",
+                name: name.to_owned(),
+                expected: "on_create_and_write or on_read_and_write",
+            }),
+        }
+    }
+}
+
 /// Time-to-live of state entries; expired entries are never returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TtlConfig {

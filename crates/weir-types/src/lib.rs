@@ -27,8 +27,8 @@ mod value_type;
 
 pub use descriptor::{StateDescriptor, StateKind, TtlConfig, TtlUpdate};
 pub use encoding::{
-    EncodeError, ValueBuilder, ValueSource, decode_key, decode_value, decode_with, encode_key,
-    encode_key_column, encode_value, encode_with, read_varint, write_varint,
+    EncodeError, ValueBuilder, ValueSource, ValueTree, decode_key, decode_value, decode_with,
+    encode_key, encode_key_column, encode_value, encode_with, read_varint, write_varint,
 };
 pub use error::{Result, TypesError};
 pub use ids::{Attempt, CheckpointId, Epoch, JobId, OperatorUid, SubtaskIndex};

@@ -37,8 +37,9 @@ pub trait ValueBuilder {
     fn structure(&mut self, fields: Vec<Self::Output>) -> Result<Self::Output, Self::Error>;
 }
 
-/// Builds [`Value`]s.
-pub(super) struct ValueTree;
+/// Builds [`Value`]s: [`decode_value`](super::decode_value) with [`decode_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ValueTree;
 
 impl ValueBuilder for ValueTree {
     type Output = Value;

@@ -16,7 +16,7 @@
 mod decode;
 mod encode;
 
-pub use decode::{ValueBuilder, decode_with};
+pub use decode::{ValueBuilder, ValueTree, decode_with};
 pub use encode::{EncodeError, ValueSource, encode_key_column, encode_with};
 
 use crate::error::{Result, TypesError};
@@ -72,12 +72,12 @@ pub fn encode_key(columns: &[Value], types: &[ValueType], out: &mut Vec<u8>) -> 
 
 /// Decodes exactly one value of type `ty` from `bytes`.
 pub fn decode_value(bytes: &[u8], ty: &ValueType) -> Result<Value> {
-    decode_with(bytes, ty, &mut decode::ValueTree)
+    decode_with(bytes, ty, &mut ValueTree)
 }
 
 /// Decodes a key encoded by [`encode_key`] into its columns.
 pub fn decode_key(bytes: &[u8], types: &[ValueType]) -> Result<Vec<Value>> {
-    decode::decode_key_with(bytes, types, &mut decode::ValueTree)
+    decode::decode_key_with(bytes, types, &mut ValueTree)
 }
 
 #[cfg(test)]
