@@ -17,7 +17,7 @@ from keyed_average import KeyedAverage, expected
 from test_state_types import RECORDS, EveryState, check_outputs
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir._runtime import KeyedOperatorRunner
+from weir.runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
 
 

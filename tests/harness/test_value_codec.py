@@ -64,7 +64,7 @@ def test_both_paths_store_the_same(
     tmp_path: Path, state_type: Any, direct: Any, general: Any, read: Any
 ) -> None:
     _operator, s = session(tmp_path)
-    state = s.register_state(ValueStateDescriptor("v", state_type).descriptor_json())
+    state = s.register_state(ValueStateDescriptor("v", state_type).native)
     keys = s.keys([1, 2])
     s.put_values(state, keys, [direct, general])
     # The decoder takes exactly the bytes of one value, so equal values mean equal bytes.
@@ -85,7 +85,7 @@ def test_both_paths_store_the_same(
 )
 def test_values_that_do_not_fit_are_explained(tmp_path: Path, state_type: Any, bad: Any) -> None:
     _operator, s = session(tmp_path)
-    state = s.register_state(ValueStateDescriptor("v", state_type).descriptor_json())
+    state = s.register_state(ValueStateDescriptor("v", state_type).native)
     with pytest.raises(StateError, match="'v'"):
         s.put_values(state, s.keys([1]), [bad])
 
@@ -98,7 +98,7 @@ def test_keys_with_given_groups_are_the_keys_without(
     tmp_path: Path, keys: list[Any], types: list[str]
 ) -> None:
     _operator, s = session(tmp_path)
-    state = s.register_state(ValueStateDescriptor("v", Types.LONG()).descriptor_json())
+    state = s.register_state(ValueStateDescriptor("v", Types.LONG()).native)
     computed = s.keys(keys)  # the first keys decide the key types, on the general path
     groups = [key_group_of(*(k if isinstance(k, tuple) else (k,)), types=types) for k in keys]
     given = s.keys(keys, groups)  # the direct path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from functools import cache
 from pathlib import Path
 
 from weir import _internal
@@ -29,11 +28,6 @@ def _owner_pid() -> int:
     return parent
 
 
-@cache
-def _restore_json(path: str, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> str | None:
-    return _internal.subtask_restore(path, uid, subtask, parallelism, max_parallelism)
-
-
 def open_session(task: EpochTask, partition: int) -> _internal.Session:
     """Attaches to subtask ``partition``'s state, restoring it first if this
     generation starts from a checkpoint and the host does not hold it yet."""
@@ -41,9 +35,7 @@ def open_session(task: EpochTask, partition: int) -> _internal.Session:
     # Only a task starting right at the restored cut may load the state from
     # storage; later tasks expect the host to hold it (else StateLostError).
     restore = (
-        _restore_json(op.restore_from, op.uid, partition, op.parallelism, op.max_parallelism)
-        if op.restore_from is not None and task.final_epoch == op.restore_cut
-        else None
+        op.restore[partition] if op.restore is not None and task.final_epoch == op.restore_cut else None
     )
     return _internal.connect_host(
         op.host.directory,
@@ -53,10 +45,10 @@ def open_session(task: EpochTask, partition: int) -> _internal.Session:
         parallelism=op.parallelism,
         max_parallelism=op.max_parallelism,
         backend=op.backend,
-        key_types_json=op.key_types_json,
+        key_types=op.key_types,
         expect_restored_from=op.restored_checkpoint,
         expect_final_epoch=task.final_epoch,
-        restore_json=restore,
+        restore=restore,
         host_command=command(),
         idle_timeout_s=op.host.idle_timeout_s,
         owner_pid=_owner_pid(),

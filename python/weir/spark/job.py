@@ -47,7 +47,8 @@ from weir.spark.plan import (
 )
 from weir.spark.routing import key_group_column, routing_column, subtask_column
 from weir.spark.worker import run_epoch_task
-from weir.types import value_type_json
+from weir.checkpoint import RestoreTicket, read_checkpoint, restore_tickets
+from weir.types import ValueType, value_type
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -335,11 +336,11 @@ class _Run:
         self.published_cut = 0
         self.elapsed = 0.0
         self.origin: str | None = None
-        self.restore_from: str | None = None
+        self.restore: tuple[RestoreTicket, ...] | None = None
         self.restored_checkpoint: int | None = None
         self.restore_cut: int | None = None
         self.input_columns: tuple[str, ...] | None = None
-        self.key_types_json: str | None = None
+        self.key_types: tuple[ValueType, ...] | None = None
         self.records = job.spark.sparkContext.accumulator(0)
         self.records_before = 0
 
@@ -386,7 +387,7 @@ class _Run:
         """Starts a new generation: state, source and sink as of ``path`` (or empty)."""
         self.generation += 1
         self.origin = path
-        self.restore_from = path
+        self.restore = None
         self.restored_checkpoint = self.restore_cut = None
         self.final_epoch = None
         self.pending_barrier = None
@@ -401,25 +402,26 @@ class _Run:
             [(self.uid, self.job.parallelism, self.job.max_parallelism)],
             self.job.allow_non_restored_state,
         )
-        metadata = json.loads(_internal.read_checkpoint(path))
+        metadata = read_checkpoint(path)
         # Ids go on after the restored checkpoint or savepoint, as in Flink.
         self.coordinator.shutdown()
-        self.coordinator = self.start_coordinator(int(metadata["checkpoint_id"]) + 1)
-        self.position = metadata["sources"].get(self.stage.source_uid)
+        self.coordinator = self.start_coordinator(metadata.checkpoint_id + 1)
+        self.position = metadata.sources.get(self.stage.source_uid)
         assert self.stage.sink is not None
-        self.stage.sink.recover(metadata["sinks"].get(self.stage.sink_uid))
-        cut = int(metadata["cut_epoch"])
+        self.stage.sink.recover(metadata.sinks.get(self.stage.sink_uid))
+        cut = metadata.cut_epoch
         self.epoch = max(self.epoch, cut)
-        if any(op["uid"] == self.uid for op in metadata["operators"]):
+        # None: the operator is new to this checkpoint, and its state starts empty.
+        self.restore = restore_tickets(
+            path, self.uid, parallelism=self.job.parallelism, max_parallelism=self.job.max_parallelism
+        )
+        if self.restore is not None:
             # The restored state is final at the checkpoint's cut: tasks expect that.
-            self.restored_checkpoint, self.restore_cut = int(metadata["checkpoint_id"]), cut
+            self.restored_checkpoint, self.restore_cut = metadata.checkpoint_id, cut
             self.final_epoch = cut
-        else:
-            # The operator is new to this checkpoint: its state starts empty.
-            self.restore_from = None
         self.log(
-            f"restored from {path} (checkpoint {metadata['checkpoint_id']}, cut epoch "
-            f"{metadata['cut_epoch']})" + (f"; dropped state of {dropped}" if dropped else "")
+            f"restored from {path} (checkpoint {metadata.checkpoint_id}, cut epoch "
+            f"{metadata.cut_epoch})" + (f"; dropped state of {dropped}" if dropped else "")
         )
 
     def recover(self, failure: Exception) -> None:
@@ -525,14 +527,14 @@ class _Run:
             )
         self.input_columns = tuple(frame.columns)
         keys = to_arrow_schema(frame.select(*self.stage.key_columns).schema)
-        self.key_types_json = "[" + ",".join(value_type_json(f.type) for f in keys) + "]"
+        self.key_types = tuple(value_type(f.type) for f in keys)
 
     def operator_spec(self) -> OperatorSpec:
         return OperatorSpec(
             uid=self.uid,
             function=self.stage.function,
             key_columns=self.stage.key_columns,
-            key_types_json=self.key_types_json,
+            key_types=self.key_types,
             value_columns=self.input_columns or (),
             output_schema=self.arrow_schema,
             parallelism=self.job.parallelism,
@@ -544,7 +546,7 @@ class _Run:
                 self.token,
                 HOST_IDLE_TIMEOUT_S,
             ),
-            restore_from=self.restore_from,
+            restore=self.restore,
             restored_checkpoint=self.restored_checkpoint,
             restore_cut=self.restore_cut,
         )

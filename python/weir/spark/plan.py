@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from weir.checkpoint import RestoreTicket
+    from weir.types import ValueType
+
 KEY_GROUP = "__weir_key_group"
 """Internal column: the key group of the row's key, computed in the JVM."""
 ROUTE = "__weir_route"
@@ -57,16 +60,16 @@ class OperatorSpec:
     uid: str
     function: Any
     key_columns: tuple[str, ...]
-    key_types_json: str | None
-    """The key columns' state types as a JSON list; ``None`` before the first data epoch."""
+    key_types: tuple[ValueType, ...] | None
+    """The key columns' state types; ``None`` before the first data epoch."""
     value_columns: tuple[str, ...]
     output_schema: pa.Schema
     parallelism: int
     max_parallelism: int
     backend: str
     host: HostAddress
-    restore_from: str | None
-    """The checkpoint or savepoint this generation's state starts from."""
+    restore: tuple[RestoreTicket, ...] | None
+    """Each subtask's restore of the checkpoint or savepoint this generation's state starts from."""
     restored_checkpoint: int | None
     """Its checkpoint id: every task of the generation expects state that came from it."""
     restore_cut: int | None

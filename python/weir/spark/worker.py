@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import Accumulator, TaskContext
 
-from weir._runtime import KeyedOperatorRunner
+from weir.runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
 from weir.spark import _host
