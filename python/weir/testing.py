@@ -52,11 +52,11 @@ from typing import Any
 import pyarrow as pa
 
 from weir import _internal
-from weir.runtime import KeyedOperatorRunner
 from weir.config import BackendName, StateBackend
 from weir.exceptions import InvalidArgumentError, StateError
 from weir.functions import KeyedProcessFunction, VectorizedKeyedFunction
 from weir.key_groups import DEFAULT_MAX_PARALLELISM
+from weir.runtime import KeyedOperatorRunner
 from weir.state import StateDescriptor
 
 __all__ = ["KeyedOperatorHarness"]
@@ -261,7 +261,9 @@ class KeyedOperatorHarness:
         runner, key_group = self._runner_of(key)
         registered = runner.keyed_descriptor(descriptor.name)
         if registered is not None and registered != descriptor.native:
-            raise StateError(f"state {descriptor.name!r} is registered with another descriptor: {registered!r}")
+            raise StateError(
+                f"state {descriptor.name!r} is registered with another descriptor: {registered!r}"
+            )
         return runner.read_keyed_state(descriptor.name, key, key_group)
 
     # -- checkpoints -------------------------------------------------------------------------

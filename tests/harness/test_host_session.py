@@ -22,8 +22,8 @@ from test_state_types import RECORDS, EveryState, check_outputs
 from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir.runtime import KeyedOperatorRunner
 from weir.exceptions import StateError, StateLostError
+from weir.runtime import KeyedOperatorRunner
 from weir.types import ValueType, value_type
 
 

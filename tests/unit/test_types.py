@@ -82,7 +82,7 @@ def test_descriptors_record_kind_types_and_ttl() -> None:
 
 
 def test_invalid_descriptor_arguments() -> None:
-    with pytest.raises(InvalidArgumentError, match="state name \"\" is invalid"):
+    with pytest.raises(InvalidArgumentError, match='state name "" is invalid'):
         ValueStateDescriptor("", Types.LONG())
     with pytest.raises(InvalidArgumentError, match="time-to-live must be positive"):
         ValueStateDescriptor("v", Types.LONG()).enable_time_to_live(StateTtlConfig.new_builder(0).build())

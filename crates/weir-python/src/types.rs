@@ -191,8 +191,9 @@ pub(crate) fn reduce<'py, T: serde::Serialize>(
     value: &T,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = obj.py();
-    let bytes = serde_json::to_vec(value)
-        .map_err(|e| PyWeirError::Io(format!("cannot serialize {}: {e}", obj.as_any().get_type())))?;
+    let bytes = serde_json::to_vec(value).map_err(|e| {
+        PyWeirError::Io(format!("cannot serialize {}: {e}", obj.as_any().get_type()))
+    })?;
     let restore = obj.as_any().get_type().getattr("_from_bytes")?;
     PyTuple::new(
         py,

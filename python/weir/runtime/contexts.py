@@ -87,5 +87,3 @@ class SubtaskRuntimeContext(RuntimeContext):
 
     def get_max_number_of_parallel_subtasks(self) -> int:
         return self._runner.session.max_parallelism
-
-

@@ -23,9 +23,7 @@ class KeyedState:
 
     __slots__ = ("_batch", "_id", "_scope", "_session", "descriptor", "name")
 
-    def __init__(
-        self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext
-    ):
+    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         self._session = session
         self._id = state_id
         self._scope = scope
@@ -57,15 +55,12 @@ class KeyedState:
         raise NotImplementedError
 
 
-
 class KeyedListState(KeyedState, ListState[Any]):
     """Lists are fetched per key on first read; appends to unread lists never fetch."""
 
     __slots__ = ("_appends", "_lists", "_replaced")
 
-    def __init__(
-        self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext
-    ):
+    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._lists: dict[Any, list[Any]] = {}
         self._appends: dict[Any, list[Any]] = {}
@@ -139,9 +134,7 @@ class KeyedMapState(KeyedState, MapState[Any, Any]):
 
     __slots__ = ("_changes", "_cleared", "_maps")
 
-    def __init__(
-        self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext
-    ):
+    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._maps: dict[Any, dict[Any, Any]] = {}
         self._changes: dict[Any, dict[Any, Any]] = {}
@@ -227,5 +220,3 @@ class KeyedMapState(KeyedState, MapState[Any, Any]):
 
     def read(self, keys: KeyBatchLike) -> Any:
         return self._session.map_entries(self._id, keys)[0]
-
-

@@ -102,5 +102,3 @@ class TaskKeys(Batch):
         groups = [group for key in keys if (group := group_of[key]) is not None]
         # A key whose group was not given has it computed; then Weir computes every group.
         return self.session.keys(keys, groups if len(groups) == len(keys) else None)  # type: ignore[no-any-return]
-
-

@@ -102,5 +102,3 @@ class SubtaskOperatorStateStore(OperatorStateStore):
 
     def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> BroadcastState[Any, Any]:
         return self._runner.broadcast(state_descriptor)
-
-

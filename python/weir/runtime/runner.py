@@ -11,7 +11,12 @@ import pyarrow as pa
 from weir._internal import StateDescriptor as NativeDescriptor
 from weir._internal import ValueType
 from weir.exceptions import InvalidArgumentError, StateError
-from weir.functions import CheckpointedFunction, CheckpointListener, KeyedProcessFunction, VectorizedKeyedFunction
+from weir.functions import (
+    CheckpointedFunction,
+    CheckpointListener,
+    KeyedProcessFunction,
+    VectorizedKeyedFunction,
+)
 from weir.runtime.contexts import InitializationContext, SnapshotContext, SubtaskRuntimeContext
 from weir.runtime.keyed_state import KeyedListState, KeyedMapState, KeyedState
 from weir.runtime.keys import NO_KEY, Batch, KeyedContext, TaskKeys
@@ -401,4 +406,3 @@ class _DeferredScope:
             other.end_batch(write)
         if write and len(self._task_keys.group_of) >= runner.DEFERRED_KEYS:
             runner.flush(evict=True)
-

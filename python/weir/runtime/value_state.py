@@ -43,9 +43,7 @@ class ValueLikeState(KeyedState):
 
     __slots__ = ("_cache", "_dirty")
 
-    def __init__(
-        self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext
-    ):
+    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._cache: dict[Any, Any] = {}
         # A dict, not a set: `d[k] = None` is one bytecode, `s.add(k)` a method call.
@@ -154,9 +152,7 @@ class ImmutableValueState(CachedValueState):
 
     __slots__ = ("_fetched", "_stored_values")
 
-    def __init__(
-        self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext
-    ):
+    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._fetched: list[Any] = []
         # Deferred writes: the stored value of every cached key (what the cache is compared with).
@@ -300,5 +296,3 @@ class CachedAggregatingState(ValueLikeState, AggregatingState[Any, Any]):
     def read(self, keys: KeyBatchLike) -> Any:
         accumulator = super().read(keys)
         return None if accumulator is None else self._function.get_result(accumulator)
-
-

@@ -107,5 +107,3 @@ class VectorizedState(BatchState):
 
     def clear_batch(self, keys: Any) -> None:
         self._session.clear(self._id, self._keys(keys))
-
-

@@ -34,9 +34,7 @@ def open_session(task: EpochTask, partition: int) -> _internal.Session:
     op = task.operator
     # Only a task starting right at the restored cut may load the state from
     # storage; later tasks expect the host to hold it (else StateLostError).
-    restore = (
-        op.restore[partition] if op.restore is not None and task.final_epoch == op.restore_cut else None
-    )
+    restore = op.restore[partition] if op.restore is not None and task.final_epoch == op.restore_cut else None
     return _internal.connect_host(
         op.host.directory,
         op.host.token,

@@ -33,6 +33,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from weir import _internal
+from weir.checkpoint import RestoreTicket, read_checkpoint, restore_tickets
 from weir.config import CheckpointConfig, StateBackend
 from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import restart
@@ -47,7 +48,6 @@ from weir.spark.plan import (
 )
 from weir.spark.routing import key_group_column, routing_column, subtask_column
 from weir.spark.worker import run_epoch_task
-from weir.checkpoint import RestoreTicket, read_checkpoint, restore_tickets
 from weir.types import ValueType, value_type
 
 if TYPE_CHECKING:
@@ -406,6 +406,8 @@ class _Run:
         # Ids go on after the restored checkpoint or savepoint, as in Flink.
         self.coordinator.shutdown()
         self.coordinator = self.start_coordinator(metadata.checkpoint_id + 1)
+        # The job was validated: its source and sink have uids.
+        assert self.stage.source_uid is not None and self.stage.sink_uid is not None
         self.position = metadata.sources.get(self.stage.source_uid)
         assert self.stage.sink is not None
         self.stage.sink.recover(metadata.sinks.get(self.stage.sink_uid))
