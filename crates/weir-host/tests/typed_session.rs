@@ -72,7 +72,7 @@ fn values_round_trip_and_keys_get_spark_key_groups() {
         .put_values(state, &batch, [&value, &Value::Null])
         .expect("writes");
     let read = session
-        .get_values(state, &batch, &mut ValueTree)
+        .get_values(state, &batch, &mut ValueTree::<HostError>::default())
         .expect("reads");
     assert_eq!(read, vec![value, Value::Null]);
 }
@@ -167,13 +167,17 @@ fn states_must_be_registered_and_maps_need_user_keys() {
     begin(&mut session, 1);
     let batch = session.keys([&Value::Int64(1)], None).expect("keys");
     let err = session
-        .get_values(weir_state::StateId(9), &batch, &mut ValueTree)
+        .get_values(
+            weir_state::StateId(9),
+            &batch,
+            &mut ValueTree::<HostError>::default(),
+        )
         .expect_err("unregistered");
     assert!(err.to_string().contains("not registered"), "{err}");
     let descriptor = StateDescriptor::new("v", StateKind::Value, ValueType::Int64).expect("valid");
     let state = session.register_state(&descriptor).expect("registers");
     let err = session
-        .map_entries(state, &batch, &mut ValueTree)
+        .map_entries(state, &batch, &mut ValueTree::<HostError>::default())
         .expect_err("not a map");
     assert!(
         err.to_string().contains("'v'") || err.to_string().contains("\"v\""),

@@ -20,7 +20,7 @@ use weir_types::{Attempt, Epoch};
 
 use crate::errors::PyWeirError;
 use crate::types::{PyStateDescriptor, PyValueType};
-use crate::values::{PyBuilder, items};
+use crate::values::{PyBuilder, PyItems, items};
 
 /// The encoded keys (and key groups) of one batch of state accesses.
 #[pyclass(module = "weir._internal", name = "KeyBatch", frozen)]
@@ -118,6 +118,11 @@ fn value_column(stream: &[u8]) -> Result<ArrayRef, PyWeirError> {
         &payload::decode(stream)?,
         payload::column::VALUE,
     )?)
+}
+
+/// Each element of `lists` as a sequence of items.
+fn item_lists<'py>(lists: &Bound<'py, PyAny>) -> Result<Vec<PyItems<'py>>, PyWeirError> {
+    items(lists)?.map(|list| items(&list.0)).collect()
 }
 
 fn dict_of<'py>(
@@ -253,9 +258,7 @@ impl PySession {
         keys: &PyKeyBatch,
         lists: &Bound<'_, PyAny>,
     ) -> Result<(), PyWeirError> {
-        let lists = items(lists)?
-            .map(|list| items(&list.0))
-            .collect::<Result<Vec<_>, _>>()?;
+        let lists = item_lists(lists)?;
         Ok(self
             .lock()
             .typed()
@@ -269,9 +272,7 @@ impl PySession {
         keys: &PyKeyBatch,
         lists: &Bound<'_, PyAny>,
     ) -> Result<(), PyWeirError> {
-        let lists = items(lists)?
-            .map(|list| items(&list.0))
-            .collect::<Result<Vec<_>, _>>()?;
+        let lists = item_lists(lists)?;
         Ok(self
             .lock()
             .typed()

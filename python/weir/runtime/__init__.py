@@ -1,10 +1,9 @@
 """Running a keyed function against state: the operator driver of ``weir.testing`` and the Spark worker.
 
 One :class:`KeyedOperatorRunner` runs one user function for one operator
-subtask against one state *session* (:class:`SessionLike`, implemented by
-``weir._internal.Session``: the batched state access of that subtask, in this
-process or in a state host). It knows nothing about Spark, epochs or where
-the session's state lives.
+subtask against one state *session* (``weir._internal.Session``: the
+batched state access of that subtask, in this process or in a state host).
+It knows nothing about Spark, epochs or where the session's state lives.
 
 The package is split by responsibility: ``keys`` (the current key and the
 encoded keys of a batch), ``keyed_state`` (the batch hooks every keyed state
@@ -68,6 +67,5 @@ State is only readable while a record is processed: outside (``open``,
 from __future__ import annotations
 
 from weir.runtime.runner import KeyedOperatorRunner
-from weir.runtime.session import KeyBatchLike, SessionLike
 
-__all__ = ["KeyBatchLike", "KeyedOperatorRunner", "SessionLike"]
+__all__ = ["KeyedOperatorRunner"]

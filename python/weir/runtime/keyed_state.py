@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from weir._internal import KeyBatch, Session
 from weir.exceptions import StateError
 from weir.runtime.keys import NO_KEY, Batch, KeyedContext, outside_keyed_context
-from weir.runtime.session import KeyBatchLike, SessionLike
 from weir.state import ListState, MapState, StateDescriptor
 
 __all__ = ["KeyedListState", "KeyedMapState", "KeyedState"]
@@ -23,7 +23,7 @@ class KeyedState:
 
     __slots__ = ("_batch", "_id", "_scope", "_session", "descriptor", "name")
 
-    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
+    def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         self._session = session
         self._id = state_id
         self._scope = scope
@@ -37,7 +37,7 @@ class KeyedState:
             raise outside_keyed_context(self.name)
         return key
 
-    def _one(self, key: Any) -> KeyBatchLike:
+    def _one(self, key: Any) -> KeyBatch:
         batch = self._batch
         if batch is None:
             raise outside_keyed_context(self.name)
@@ -50,7 +50,7 @@ class KeyedState:
         """Leave the batch; write back its changes unless the batch failed (``write=False``)."""
         self._batch = None
 
-    def read(self, keys: KeyBatchLike) -> Any:
+    def read(self, keys: KeyBatch) -> Any:
         """The state of a one-row key batch, as the function would see it."""
         raise NotImplementedError
 
@@ -60,7 +60,7 @@ class KeyedListState(KeyedState, ListState[Any]):
 
     __slots__ = ("_appends", "_lists", "_replaced")
 
-    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
+    def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._lists: dict[Any, list[Any]] = {}
         self._appends: dict[Any, list[Any]] = {}
@@ -122,7 +122,7 @@ class KeyedListState(KeyedState, ListState[Any]):
             keys = list(appends)
             self._session.append_lists(self._id, batch.rows(keys), [appends[key] for key in keys])
 
-    def read(self, keys: KeyBatchLike) -> Any:
+    def read(self, keys: KeyBatch) -> Any:
         return self._session.get_lists(self._id, keys)[0]
 
 
@@ -134,7 +134,7 @@ class KeyedMapState(KeyedState, MapState[Any, Any]):
 
     __slots__ = ("_changes", "_cleared", "_maps")
 
-    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
+    def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._maps: dict[Any, dict[Any, Any]] = {}
         self._changes: dict[Any, dict[Any, Any]] = {}
@@ -218,5 +218,5 @@ class KeyedMapState(KeyedState, MapState[Any, Any]):
                     values.append(None if value is _REMOVED else value)
             self._session.map_put(self._id, batch.rows(owners), user_keys, values)
 
-    def read(self, keys: KeyBatchLike) -> Any:
+    def read(self, keys: KeyBatch) -> Any:
         return self._session.map_entries(self._id, keys)[0]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from weir._internal import KeyBatch, Session
 from weir.exceptions import StateError
 from weir.functions import KeyedProcessFunction
-from weir.runtime.session import KeyBatchLike, SessionLike
 
 __all__ = ["NO_KEY", "Batch", "KeyedContext", "TaskKeys", "outside_keyed_context"]
 
@@ -52,19 +52,19 @@ class Batch:
 
     __slots__ = ("_index_of", "distinct", "key_batch", "key_groups", "session")
 
-    def __init__(self, session: SessionLike, distinct: list[Any], key_groups: list[int] | None) -> None:
+    def __init__(self, session: Session, distinct: list[Any], key_groups: list[int] | None) -> None:
         self.session = session
         self.distinct = distinct
         self.key_groups = key_groups
         self.key_batch = session.keys(distinct, key_groups)
         self._index_of: dict[Any, int] | None = None
 
-    def rows(self, keys: Iterable[Any]) -> KeyBatchLike:
+    def rows(self, keys: Iterable[Any]) -> KeyBatch:
         """The encoded keys of a subset of the distinct keys."""
         if self._index_of is None:
             self._index_of = {key: i for i, key in enumerate(self.distinct)}
         index_of = self._index_of
-        return self.key_batch.select([index_of[key] for key in keys])  # type: ignore[no-any-return]
+        return self.key_batch.select([index_of[key] for key in keys])
 
 
 class TaskKeys(Batch):
@@ -73,7 +73,7 @@ class TaskKeys(Batch):
 
     __slots__ = ("group_of",)
 
-    def __init__(self, session: SessionLike) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         self.distinct = []
         self.key_groups = None
@@ -96,9 +96,9 @@ class TaskKeys(Batch):
             known.update(group_of)
         return Batch(self.session, new, groups)
 
-    def rows(self, keys: Iterable[Any]) -> KeyBatchLike:
+    def rows(self, keys: Iterable[Any]) -> KeyBatch:
         keys = list(keys)
         group_of = self.group_of
         groups = [group for key in keys if (group := group_of[key]) is not None]
         # A key whose group was not given has it computed; then Weir computes every group.
-        return self.session.keys(keys, groups if len(groups) == len(keys) else None)  # type: ignore[no-any-return]
+        return self.session.keys(keys, groups if len(groups) == len(keys) else None)

@@ -8,8 +8,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from weir._internal import Session, ValueType
 from weir._internal import StateDescriptor as NativeDescriptor
-from weir._internal import ValueType
 from weir.exceptions import InvalidArgumentError, StateError
 from weir.functions import (
     CheckpointedFunction,
@@ -21,7 +21,6 @@ from weir.runtime.contexts import InitializationContext, SnapshotContext, Subtas
 from weir.runtime.keyed_state import KeyedListState, KeyedMapState, KeyedState
 from weir.runtime.keys import NO_KEY, Batch, KeyedContext, TaskKeys
 from weir.runtime.operator_state import OperatorBroadcastState, OperatorListState
-from weir.runtime.session import SessionLike
 from weir.runtime.value_state import (
     CachedAggregatingState,
     CachedReducingState,
@@ -82,7 +81,7 @@ class KeyedOperatorRunner:
     def __init__(
         self,
         function: KeyedProcessFunction | VectorizedKeyedFunction,
-        session: SessionLike,
+        session: Session,
         *,
         restored: bool = False,
         defer_writes: bool = False,

@@ -12,10 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from weir._internal import KeyBatch, Session
 from weir.exceptions import StateError
 from weir.runtime.keyed_state import KeyedState
 from weir.runtime.keys import Batch, KeyedContext, TaskKeys, outside_keyed_context
-from weir.runtime.session import KeyBatchLike, SessionLike
 from weir.state import (
     AggregatingState,
     AggregatingStateDescriptor,
@@ -43,7 +43,7 @@ class ValueLikeState(KeyedState):
 
     __slots__ = ("_cache", "_dirty")
 
-    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
+    def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._cache: dict[Any, Any] = {}
         # A dict, not a set: `d[k] = None` is one bytecode, `s.add(k)` a method call.
@@ -115,7 +115,7 @@ class ValueLikeState(KeyedState):
         """Remove the current key's value."""
         self._set(None)
 
-    def read(self, keys: KeyBatchLike) -> Any:
+    def read(self, keys: KeyBatch) -> Any:
         return self._session.get_values(self._id, keys)[0]
 
 
@@ -152,7 +152,7 @@ class ImmutableValueState(CachedValueState):
 
     __slots__ = ("_fetched", "_stored_values")
 
-    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
+    def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._fetched: list[Any] = []
         # Deferred writes: the stored value of every cached key (what the cache is compared with).
@@ -232,7 +232,7 @@ class DefaultingValueState(CachedValueState):
     __slots__ = ("_default",)
 
     def __init__(
-        self, session: SessionLike, state_id: int, descriptor: ValueStateDescriptor, scope: KeyedContext
+        self, session: Session, state_id: int, descriptor: ValueStateDescriptor, scope: KeyedContext
     ):
         super().__init__(session, state_id, descriptor, scope)
         self._default = descriptor.default_value
@@ -242,7 +242,7 @@ class DefaultingValueState(CachedValueState):
         value = super().value()
         return self._default if value is None else value
 
-    def read(self, keys: KeyBatchLike) -> Any:
+    def read(self, keys: KeyBatch) -> Any:
         value = super().read(keys)
         return self._default if value is None else value
 
@@ -251,7 +251,7 @@ class CachedReducingState(ValueLikeState, ReducingState[Any]):
     __slots__ = ("_reduce",)
 
     def __init__(
-        self, session: SessionLike, state_id: int, descriptor: ReducingStateDescriptor, scope: KeyedContext
+        self, session: Session, state_id: int, descriptor: ReducingStateDescriptor, scope: KeyedContext
     ):
         super().__init__(session, state_id, descriptor, scope)
         self._reduce = descriptor.reduce_function
@@ -273,7 +273,7 @@ class CachedAggregatingState(ValueLikeState, AggregatingState[Any, Any]):
 
     def __init__(
         self,
-        session: SessionLike,
+        session: Session,
         state_id: int,
         descriptor: AggregatingStateDescriptor,
         scope: KeyedContext,
@@ -293,6 +293,6 @@ class CachedAggregatingState(ValueLikeState, AggregatingState[Any, Any]):
             accumulator = self._function.create_accumulator()
         self._set(self._function.add(value, accumulator))
 
-    def read(self, keys: KeyBatchLike) -> Any:
+    def read(self, keys: KeyBatch) -> Any:
         accumulator = super().read(keys)
         return None if accumulator is None else self._function.get_result(accumulator)

@@ -7,9 +7,9 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from weir._internal import Session
 from weir.exceptions import InvalidArgumentError
 from weir.functions import BatchContext, BatchState
-from weir.runtime.session import SessionLike
 from weir.state import StateDescriptor
 from weir.types import to_arrow_field
 
@@ -66,7 +66,7 @@ class VectorizedState(BatchState):
 
     __slots__ = ("_field", "_id", "_session", "name")
 
-    def __init__(self, session: SessionLike, state_id: int, descriptor: StateDescriptor) -> None:
+    def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor) -> None:
         self._session = session
         self._id = state_id
         self._field = to_arrow_field(descriptor.type_info)

@@ -1,5 +1,7 @@
 //! Decoding: a walk over a [`ValueType`] that hands each part to a [`ValueBuilder`].
 
+use std::marker::PhantomData;
+
 use super::read_varint;
 use crate::error::{Result, TypesError};
 use crate::value::Value;
@@ -37,45 +39,52 @@ pub trait ValueBuilder {
     fn structure(&mut self, fields: Vec<Self::Output>) -> Result<Self::Output, Self::Error>;
 }
 
-/// Builds [`Value`]s: [`decode_value`](super::decode_value) with [`decode_with`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ValueTree;
+/// Builds [`Value`]s (as [`decode_value`](super::decode_value) does); `E` is
+/// the error type of the walk, for callers whose errors wrap [`TypesError`].
+#[derive(Debug, Clone, Copy)]
+pub struct ValueTree<E = TypesError>(PhantomData<E>);
 
-impl ValueBuilder for ValueTree {
+impl<E> Default for ValueTree<E> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<E: From<TypesError>> ValueBuilder for ValueTree<E> {
     type Output = Value;
-    type Error = TypesError;
+    type Error = E;
 
-    fn null(&mut self) -> Result<Value> {
+    fn null(&mut self) -> Result<Value, E> {
         Ok(Value::Null)
     }
-    fn boolean(&mut self, v: bool) -> Result<Value> {
+    fn boolean(&mut self, v: bool) -> Result<Value, E> {
         Ok(Value::Boolean(v))
     }
-    fn int32(&mut self, v: i32) -> Result<Value> {
+    fn int32(&mut self, v: i32) -> Result<Value, E> {
         Ok(Value::Int32(v))
     }
-    fn int64(&mut self, v: i64) -> Result<Value> {
+    fn int64(&mut self, v: i64) -> Result<Value, E> {
         Ok(Value::Int64(v))
     }
-    fn float32(&mut self, v: f32) -> Result<Value> {
+    fn float32(&mut self, v: f32) -> Result<Value, E> {
         Ok(Value::Float32(v))
     }
-    fn float64(&mut self, v: f64) -> Result<Value> {
+    fn float64(&mut self, v: f64) -> Result<Value, E> {
         Ok(Value::Float64(v))
     }
-    fn utf8(&mut self, v: &str) -> Result<Value> {
+    fn utf8(&mut self, v: &str) -> Result<Value, E> {
         Ok(Value::Utf8(v.to_owned()))
     }
-    fn binary(&mut self, v: &[u8]) -> Result<Value> {
+    fn binary(&mut self, v: &[u8]) -> Result<Value, E> {
         Ok(Value::Binary(v.to_vec()))
     }
-    fn pickled(&mut self, v: &[u8]) -> Result<Value> {
+    fn pickled(&mut self, v: &[u8]) -> Result<Value, E> {
         Ok(Value::Binary(v.to_vec()))
     }
-    fn list(&mut self, items: Vec<Value>) -> Result<Value> {
+    fn list(&mut self, items: Vec<Value>) -> Result<Value, E> {
         Ok(Value::List(items))
     }
-    fn structure(&mut self, fields: Vec<Value>) -> Result<Value> {
+    fn structure(&mut self, fields: Vec<Value>) -> Result<Value, E> {
         Ok(Value::Struct(fields))
     }
 }

@@ -72,8 +72,9 @@ impl<S: ValueSource> EncodeError<S> {
         }
     }
 
+    /// The part is inside `part` of the value (errors unwind from the inside out).
     fn within(mut self, part: impl FnOnce() -> String) -> Self {
-        self.path.insert_str(0, &part());
+        self.path.push_str(&part());
         self
     }
 
@@ -171,8 +172,8 @@ pub fn encode_with<S: ValueSource>(
                 if field.nullable {
                     encode_key_column(&value, &field.data_type, out).map_err(within)?;
                 } else if value.is_null() {
-                    return Err(within(EncodeError::new(&value, &field.data_type))
-                        .within(|| "non-nullable ".to_owned()));
+                    return Err(EncodeError::new(&value, &field.data_type)
+                        .within(|| format!("non-nullable field '{}' of ", field.name)));
                 } else {
                     encode_with(&value, &field.data_type, out).map_err(within)?;
                 }

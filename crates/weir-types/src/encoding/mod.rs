@@ -72,12 +72,12 @@ pub fn encode_key(columns: &[Value], types: &[ValueType], out: &mut Vec<u8>) -> 
 
 /// Decodes exactly one value of type `ty` from `bytes`.
 pub fn decode_value(bytes: &[u8], ty: &ValueType) -> Result<Value> {
-    decode_with(bytes, ty, &mut ValueTree)
+    decode_with(bytes, ty, &mut ValueTree::default())
 }
 
 /// Decodes a key encoded by [`encode_key`] into its columns.
 pub fn decode_key(bytes: &[u8], types: &[ValueType]) -> Result<Vec<Value>> {
-    decode::decode_key_with(bytes, types, &mut ValueTree)
+    decode::decode_key_with(bytes, types, &mut ValueTree::default())
 }
 
 #[cfg(test)]
@@ -165,6 +165,21 @@ mod tests {
         )
         .expect_err("tags are strings");
         assert!(err.to_string().contains("list<string>"), "{err}");
+        let bad_tag = Value::Struct(vec![
+            Value::Int64(1),
+            Value::Null,
+            Value::List(vec![Value::Int64(2)]),
+        ]);
+        let err = encode_with(&&bad_tag, &nested(), &mut buf)
+            .err()
+            .expect("a tag is no string");
+        assert_eq!(err.path, "item 0 of field 'tags' of ");
+        assert_eq!(err.expected, ValueType::Utf8);
+        let no_count = Value::Struct(vec![Value::Null, Value::Null, Value::Null]);
+        let err = encode_with(&&no_count, &nested(), &mut buf)
+            .err()
+            .expect("count is required");
+        assert_eq!(err.path, "non-nullable field 'count' of ");
     }
 
     #[test]
