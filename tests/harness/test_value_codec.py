@@ -105,3 +105,16 @@ def test_keys_with_given_groups_are_the_keys_without(
     assert given.key_groups == computed.key_groups == groups
     s.put_values(state, given, list(range(len(keys))))
     assert s.get_values(state, computed) == list(range(len(keys)))
+
+
+def test_a_mismatch_names_the_part_from_the_inside_out(tmp_path: Path) -> None:
+    _operator, s = session(tmp_path)
+    state = s.register_state(ValueStateDescriptor("v", NESTED).native)
+    with pytest.raises(StateError) as caught:
+        s.put_values(state, s.keys([1]), [(True, 0.5, ["x", 7])])
+    assert str(caught.value) == (
+        "state 'v' holds struct<flag: bool, ratio: float32, names: list<string>> values, but item 1 of "
+        "field 'names' of the value written is 7 (int): pass a str"
+    )
+    with pytest.raises(StateError, match="non-nullable field 'flag' of the value written is None"):
+        s.put_values(state, s.keys([1]), [(None, 0.5, [])])
