@@ -91,15 +91,10 @@ fn a_value_that_does_not_fit_names_the_state_and_the_part() {
         .put_values(state, &batch, [&bad])
         .expect_err("names are strings");
     match err {
-        HostError::Types(TypesError::ValueMismatch {
-            state,
-            path,
-            part_type,
-            ..
-        }) => {
-            assert_eq!(state, "row");
-            assert_eq!(path, "item 0 of field 'names' of ");
-            assert_eq!(part_type, ValueType::Utf8);
+        HostError::Types(TypesError::ValueMismatch(mismatch)) => {
+            assert_eq!(mismatch.state, "row");
+            assert_eq!(mismatch.path, "item 0 of field 'names' of ");
+            assert_eq!(mismatch.part_type, ValueType::Utf8);
         }
         other => panic!("not a value mismatch: {other}"),
     }

@@ -169,9 +169,10 @@ impl From<PyWeirError> for PyErr {
 /// new core variant must be classified here, not fall into a default.
 fn types_error(err: TypesError, message: String) -> PyErr {
     match err {
-        TypesError::ValueMismatch { part_type, .. } => {
-            StateError::new_err(format!("{message}: pass {}", python_shape(&part_type)))
-        }
+        TypesError::ValueMismatch(mismatch) => StateError::new_err(format!(
+            "{message}: pass {}",
+            python_shape(&mismatch.part_type)
+        )),
         TypesError::KeyTypeMismatch { .. } => StateError::new_err(message),
         TypesError::InvalidMaxParallelism { .. }
         | TypesError::InvalidParallelism { .. }

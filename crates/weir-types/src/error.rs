@@ -2,6 +2,32 @@
 
 use crate::value_type::ValueType;
 
+/// A value written to a state that does not fit the state's type: which
+/// part of it, and the type that part had to fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueMismatch {
+    /// The state name.
+    pub state: String,
+    /// The state's type.
+    pub state_type: ValueType,
+    /// Where in the value the part that does not fit is (`item 0 of field 'names' of `), or empty.
+    pub path: String,
+    /// The part that does not fit, rendered with its type.
+    pub value: String,
+    /// The type that part had to fit.
+    pub part_type: ValueType,
+}
+
+impl std::fmt::Display for ValueMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "state '{}' holds {} values, but {}the value written is {}",
+            self.state, self.state_type, self.path, self.value
+        )
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = TypesError> = std::result::Result<T, E>;
 
@@ -95,20 +121,10 @@ pub enum TypesError {
         /// The Arrow type, rendered.
         arrow: String,
     },
-    /// A value written to a state that does not fit the state's type.
-    #[error("state '{state}' holds {state_type} values, but {path}the value written is {value}")]
-    ValueMismatch {
-        /// The state name.
-        state: String,
-        /// The state's type.
-        state_type: ValueType,
-        /// Where in the value the part that does not fit is (`field 'count' of `), or empty.
-        path: String,
-        /// The part that does not fit, rendered with its type.
-        value: String,
-        /// The type that part had to fit.
-        part_type: ValueType,
-    },
+    /// A value written to a state that does not fit the state's type (boxed:
+    /// errors stay small on the paths that never raise it).
+    #[error("{0}")]
+    ValueMismatch(Box<ValueMismatch>),
     /// A key that cannot be a key at all.
     #[error("key {key} is invalid: {reason}")]
     InvalidKey {

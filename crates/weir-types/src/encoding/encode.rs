@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::fmt;
 
 use super::write_varint;
-use crate::error::TypesError;
+use crate::error::{TypesError, ValueMismatch};
 use crate::value::Value;
 use crate::value_type::{Field, ValueType};
 
@@ -105,13 +105,13 @@ impl<S: ValueSource> EncodeError<S> {
     /// [`TypesError::ValueMismatch`]: the value written to state `state` of
     /// type `state_type` did not fit.
     pub fn into_value_mismatch(self, state: &str, state_type: &ValueType) -> TypesError {
-        TypesError::ValueMismatch {
+        TypesError::ValueMismatch(Box::new(ValueMismatch {
             state: state.to_owned(),
             state_type: state_type.clone(),
             value: self.rendered_value(),
             path: self.path,
             part_type: self.expected,
-        }
+        }))
     }
 }
 

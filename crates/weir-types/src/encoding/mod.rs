@@ -170,15 +170,11 @@ mod tests {
             Value::Null,
             Value::List(vec![Value::Int64(2)]),
         ]);
-        let err = encode_with(&&bad_tag, &nested(), &mut buf)
-            .err()
-            .expect("a tag is no string");
+        let err = encode_with(&&bad_tag, &nested(), &mut buf).expect_err("a tag is no string");
         assert_eq!(err.path, "item 0 of field 'tags' of ");
         assert_eq!(err.expected, ValueType::Utf8);
         let no_count = Value::Struct(vec![Value::Null, Value::Null, Value::Null]);
-        let err = encode_with(&&no_count, &nested(), &mut buf)
-            .err()
-            .expect("count is required");
+        let err = encode_with(&&no_count, &nested(), &mut buf).expect_err("count is required");
         assert_eq!(err.path, "non-nullable field 'count' of ");
     }
 
