@@ -26,6 +26,9 @@ use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
 use crate::session::{NativeAggregate, SubtaskSession, SubtaskSpec};
 
+/// The `(user key, value)` entries of one key's map state.
+pub type Entries<T> = Vec<(T, T)>;
+
 /// An operator state registered through a session: its items' type.
 #[derive(Debug)]
 struct OperatorState {
@@ -240,14 +243,13 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
         self.session.replace_lists(state, keys, &payloads)
     }
 
-    /// Every entry of a map state, per key: `(user key, value)` pairs.
-    #[allow(clippy::type_complexity)]
+    /// Every entry of a map state, per key.
     pub fn map_entries<B: ValueBuilder>(
         &mut self,
         state: StateId,
         keys: &KeyBatch,
         builder: &mut B,
-    ) -> std::result::Result<Vec<Vec<(B::Output, B::Output)>>, B::Error>
+    ) -> std::result::Result<Vec<Entries<B::Output>>, B::Error>
     where
         B::Error: From<HostError>,
     {
