@@ -31,12 +31,13 @@ Examples:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from weir import _internal
 from weir._internal import RestoreTicket
 
-__all__ = ["Checkpoint", "RestoreTicket", "read_checkpoint", "restore_tickets"]
+__all__ = ["Checkpoint", "RestoreTicket", "check_restore", "read_checkpoint", "restore_tickets"]
 
 
 class Checkpoint:
@@ -99,6 +100,21 @@ def read_checkpoint(path: str) -> Checkpoint:
         SavepointFormatError: If the metadata is corrupt or of a newer format.
     """
     return Checkpoint(_internal.read_checkpoint(path))
+
+
+def check_restore(
+    path: str, operators: Sequence[tuple[str, int, int]], *, allow_non_restored_state: bool
+) -> list[str]:
+    """Checks that a job of ``operators`` (``(uid, parallelism, max_parallelism)``) can restore ``path``.
+
+    Returns:
+        The uids of stored operators the job drops (only with ``allow_non_restored_state``).
+
+    Raises:
+        InvalidArgumentError: If the checkpoint holds state of an operator the job
+            lacks (without ``allow_non_restored_state``) or max parallelism changed.
+    """
+    return _internal.check_restore(path, operators, allow_non_restored_state)
 
 
 def restore_tickets(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor
-from weir.checkpoint import read_checkpoint, restore_tickets
+from weir.checkpoint import check_restore, read_checkpoint, restore_tickets
 from weir.exceptions import InvalidArgumentError
 from weir.testing import KeyedOperatorHarness
 
@@ -49,3 +49,10 @@ def test_tickets_cover_every_new_subtask_and_pickle(savepoint: str) -> None:
     assert restore_tickets(savepoint, "other", parallelism=3, max_parallelism=128) is None
     with pytest.raises(InvalidArgumentError, match="max parallelism"):
         restore_tickets(savepoint, "count", parallelism=3, max_parallelism=64)
+
+
+def test_a_restore_is_checked_against_the_job(savepoint: str) -> None:
+    assert check_restore(savepoint, [("count", 3, 128)], allow_non_restored_state=False) == []
+    with pytest.raises(InvalidArgumentError, match="count"):
+        check_restore(savepoint, [("renamed", 3, 128)], allow_non_restored_state=False)
+    assert check_restore(savepoint, [("renamed", 3, 128)], allow_non_restored_state=True) == ["count"]

@@ -33,7 +33,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from weir import _internal
-from weir.checkpoint import RestoreTicket, read_checkpoint, restore_tickets
+from weir.checkpoint import RestoreTicket, check_restore, read_checkpoint, restore_tickets
 from weir.config import CheckpointConfig, StateBackend
 from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import restart
@@ -397,10 +397,10 @@ class _Run:
         if path is None:
             self.position = None
             return
-        dropped = _internal.check_restore(
+        dropped = check_restore(
             path,
             [(self.uid, self.job.parallelism, self.job.max_parallelism)],
-            self.job.allow_non_restored_state,
+            allow_non_restored_state=self.job.allow_non_restored_state,
         )
         metadata = read_checkpoint(path)
         # Ids go on after the restored checkpoint or savepoint, as in Flink.
