@@ -33,7 +33,9 @@ pub use encoding::{
 pub use error::{Result, TypesError, ValueMismatch};
 pub use ids::{Attempt, CheckpointId, Epoch, JobId, OperatorUid, SubtaskIndex};
 pub use key_group::{KeyGroup, KeyGroupRange, MaxParallelism, key_group_of};
-pub use spark_hash::{SPARK_HASH_SEED, hash_bytes, hash_int, hash_long, hash_values};
+pub use spark_hash::{
+    SPARK_HASH_SEED, hash_bytes, hash_encoded_key, hash_int, hash_long, hash_values,
+};
 pub use value::Value;
 pub use value_type::{Field, ValueType};
 

@@ -5,11 +5,12 @@
 //! in-process operator sees; a later key of other types is an error that
 //! names both.
 
-use crate::session::render_types;
 use weir_types::{
-    KeyGroup, MaxParallelism, TypesError, Value, ValueSource, ValueType, decode_key,
-    encode_key_column, key_group_of,
+    KeyGroup, MaxParallelism, TypesError, Value, ValueSource, ValueType, encode_key_column,
+    hash_encoded_key,
 };
+
+use crate::session::render_types;
 
 /// A key as a language binding hands it over: one column, or a composite of
 /// several.
@@ -77,13 +78,13 @@ pub fn inferred_key_group<K: KeySource>(
     encoded_key_group(&encoded, &types, max)
 }
 
-/// The key group of an encoded key: the hash needs its typed columns.
+/// The key group of an encoded key (Spark's hash of its typed columns).
 pub(crate) fn encoded_key_group(
     encoded: &[u8],
     types: &[ValueType],
     max: MaxParallelism,
 ) -> Result<KeyGroup, TypesError> {
-    Ok(key_group_of(&decode_key(encoded, types)?, max))
+    Ok(max.key_group_of_hash(hash_encoded_key(encoded, types)?))
 }
 
 fn invalid<K: KeySource>(key: &K, reason: &'static str) -> TypesError {
@@ -134,6 +135,8 @@ impl KeySource for &Value {
 
 #[cfg(test)]
 mod tests {
+    use weir_types::key_group_of;
+
     use super::*;
 
     fn max() -> MaxParallelism {

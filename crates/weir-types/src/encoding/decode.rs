@@ -197,7 +197,7 @@ pub fn decode_with<B: ValueBuilder>(
 }
 
 /// Decodes the columns of a key of `types` with `builder`.
-pub(super) fn decode_key_with<B: ValueBuilder>(
+pub(crate) fn decode_key_with<B: ValueBuilder>(
     bytes: &[u8],
     types: &[ValueType],
     builder: &mut B,

@@ -16,6 +16,7 @@
 mod decode;
 mod encode;
 
+pub(crate) use decode::decode_key_with;
 pub use decode::{ValueBuilder, ValueTree, decode_with};
 pub use encode::{EncodeError, ValueSource, encode_key_column, encode_with};
 
