@@ -6,7 +6,7 @@
 use tempfile::TempDir;
 use weir_checkpoint::{JobOperator, ResolvedSnapshot, StorageLocation, StorageOptions};
 use weir_host::local::{LocalOperator, SharedOperator};
-use weir_host::typed::{TypedSession, inferred_key_group, redistribution_mode};
+use weir_host::typed::{TypedSession, inferred_key_groups, redistribution_mode};
 use weir_host::{BackendSpec, HostError, RestoreTicket, SubtaskSession};
 use weir_state::RedistributionMode;
 use weir_types::{
@@ -149,8 +149,11 @@ fn given_key_groups_are_checked_and_counted() {
     assert_eq!(given.key_groups().values().to_vec(), vec![3, 4]);
     let key = Value::Struct(vec![Value::Int64(1), Value::Utf8("eu".into())]);
     assert_eq!(
-        inferred_key_group(&&key, max()).expect("a key"),
-        key_group_of(&[Value::Int64(1), Value::Utf8("eu".into())], max())
+        inferred_key_groups([&key], max()).expect("a key"),
+        vec![key_group_of(
+            &[Value::Int64(1), Value::Utf8("eu".into())],
+            max()
+        )]
     );
 }
 

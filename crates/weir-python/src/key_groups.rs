@@ -5,7 +5,7 @@
 //! key typing in `weir_host::typed`.
 
 use pyo3::prelude::*;
-use weir_host::typed::inferred_key_group;
+use weir_host::typed::inferred_key_groups;
 use weir_types::{
     KeyGroup, KeyGroupRange, MaxParallelism, SubtaskIndex, TypesError, Value, ValueType,
     decode_value, encode_with, hash_values,
@@ -140,7 +140,6 @@ pub(crate) fn key_groups_of(
     max_parallelism: i64,
 ) -> Result<Vec<u16>, PyWeirError> {
     let max = max_parallelism_arg(max_parallelism)?;
-    keys.into_iter()
-        .map(|key| Ok(inferred_key_group(&PyValue(key), max)?.0))
-        .collect()
+    let groups = inferred_key_groups(keys.into_iter().map(PyValue), max)?;
+    Ok(groups.into_iter().map(|group| group.0).collect())
 }

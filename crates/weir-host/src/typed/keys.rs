@@ -66,16 +66,21 @@ pub(crate) fn encode_typed_key<K: KeySource>(
     }
 }
 
-/// The key group of `key`, its column types inferred as an operator without
-/// declared key types infers them: Spark's `pmod(hash(columns), max)`.
-pub fn inferred_key_group<K: KeySource>(
-    key: &K,
+/// The key group of each key, its column types inferred as an operator
+/// without declared key types infers them: Spark's `pmod(hash(columns), max)`.
+pub fn inferred_key_groups<K: KeySource>(
+    keys: impl IntoIterator<Item = K>,
     max: MaxParallelism,
-) -> Result<KeyGroup, TypesError> {
-    let types = inferred_types(key)?;
+) -> Result<Vec<KeyGroup>, TypesError> {
     let mut encoded = Vec::new();
-    encode_typed_key(key, &types, &mut encoded)?;
-    encoded_key_group(&encoded, &types, max)
+    keys.into_iter()
+        .map(|key| {
+            encoded.clear();
+            let types = inferred_types(&key)?;
+            encode_typed_key(&key, &types, &mut encoded)?;
+            encoded_key_group(&encoded, &types, max)
+        })
+        .collect()
 }
 
 /// The key group of an encoded key (Spark's hash of its typed columns).
@@ -148,8 +153,8 @@ mod tests {
         let key = Value::Struct(vec![Value::Int64(7), Value::Utf8("eu".into())]);
         let columns = [Value::Int64(7), Value::Utf8("eu".into())];
         assert_eq!(
-            inferred_key_group(&&key, max()).expect("a key"),
-            key_group_of(&columns, max())
+            inferred_key_groups([&key], max()).expect("a key"),
+            vec![key_group_of(&columns, max())]
         );
     }
 

@@ -20,7 +20,7 @@ use weir_types::{
     ValueBuilder, ValueSource, ValueType, decode_with, encode_with,
 };
 
-pub use keys::{KeySource, inferred_key_group};
+pub use keys::{KeySource, inferred_key_groups};
 
 use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
