@@ -57,6 +57,8 @@ pub use metadata::{
 pub use resolved::ResolvedSnapshot;
 pub use restore::{JobOperator, OperatorRestore, RestorePlan, RestoredOperator, SubtaskRestore};
 pub use retention::{Retention, SubsumeDecision};
-pub use savepoint::{create_savepoint, dispose_savepoint};
+pub use savepoint::{
+    create_savepoint, discard_incomplete_savepoint, dispose_savepoint, publish_savepoint,
+};
 pub use storage::CheckpointStorage;
 pub use timeline::{JobTimeline, latest_state};
