@@ -45,6 +45,8 @@ use crate::token::JobToken;
 pub(crate) struct Run {
     pub(crate) coordinator: CheckpointCoordinator,
     pub(crate) generation: u64,
+    /// The run is shutting down: no `_metadata` write starts any more.
+    closing: bool,
 }
 
 /// State shared by the timer, the lease renewal, the HTTP connections and
@@ -78,14 +80,16 @@ impl Shared {
         self.clock.now()
     }
 
-    /// Carries out `effects` of `generation` in order: storage work in
-    /// tracked tasks, the rest to the owner; wakes the timer, since its
-    /// facts changed.
-    pub(crate) fn dispatch(self: &Arc<Self>, effects: Vec<CoordinatorEffect>, generation: u64) {
+    /// Carries out `effects`, decided by `run` (whose lock the caller still
+    /// holds, so a restart or shutdown sees them all), in order: storage
+    /// work in tracked tasks, the rest to the owner; wakes the timer, since
+    /// its facts changed. Once the run is closing, no `_metadata` write
+    /// starts any more.
+    pub(crate) fn dispatch(self: &Arc<Self>, run: &Run, effects: Vec<CoordinatorEffect>) {
         if effects.is_empty() {
             return;
         }
-        let store = &self.store;
+        let (store, generation) = (&self.store, run.generation);
         for effect in effects {
             let event = match effect {
                 CoordinatorEffect::Triggered { id, kind } => {
@@ -100,8 +104,10 @@ impl Shared {
                     }
                 }
                 CoordinatorEffect::WriteMetadata(metadata) => {
-                    self.writes
-                        .spawn(Arc::clone(self).write(generation, *metadata));
+                    if !run.closing {
+                        self.writes
+                            .spawn(Arc::clone(self).write(generation, *metadata));
+                    }
                     continue;
                 }
                 CoordinatorEffect::NotifyComplete { id, kind, cut } => {
@@ -165,19 +171,18 @@ impl Shared {
             Ok(()) => self.store.record(&mut state.timeline, &metadata).await,
             Err(err) => Err(err),
         };
-        let (effects, abandoned) = {
-            let mut run = self.run.lock().await;
-            let now = self.now();
-            match recorded {
-                Ok(abandoned) => (run.coordinator.on_metadata_stored(now, id), abandoned),
-                Err(err) => (
-                    run.coordinator.on_metadata_failed(now, id, err.to_string()),
-                    Vec::new(),
-                ),
-            }
+        let mut run = self.run.lock().await;
+        let now = self.now();
+        let (effects, abandoned) = match recorded {
+            Ok(abandoned) => (run.coordinator.on_metadata_stored(now, id), abandoned),
+            Err(err) => (
+                run.coordinator.on_metadata_failed(now, id, err.to_string()),
+                Vec::new(),
+            ),
         };
+        self.dispatch(&run, effects);
+        drop(run);
         drop(state);
-        self.dispatch(effects, generation);
         if !abandoned.is_empty() {
             let event = DriverEvent::CheckpointSubsumed {
                 ids: abandoned.clone(),
@@ -362,6 +367,7 @@ impl CoordinatorDriver {
             run: Mutex::new(Run {
                 coordinator,
                 generation: 1,
+                closing: false,
             }),
             token: server.token.clone(),
             max_body_bytes: server.max_body_bytes,
@@ -490,11 +496,9 @@ impl CoordinatorDriver {
     /// Epoch `cut.epoch` succeeded; a triggered checkpoint may take it as its cut.
     pub async fn epoch_final(&self, cut: EpochCut) -> Result<()> {
         self.ensure_open()?;
-        let (effects, generation) = {
-            let mut run = self.shared.run.lock().await;
-            (run.coordinator.on_epoch_final(cut), run.generation)
-        };
-        self.shared.dispatch(effects, generation);
+        let mut run = self.shared.run.lock().await;
+        let effects = run.coordinator.on_epoch_final(cut);
+        self.shared.dispatch(&run, effects);
         Ok(())
     }
 
@@ -512,17 +516,14 @@ impl CoordinatorDriver {
         if shared.fenced.is_cancelled() {
             return Err(shared.lease_lost("the run lost its lease and takes no savepoints"));
         }
-        let (id, effects, generation) = {
-            let mut run = shared.run.lock().await;
-            // Holding the coordinator while the directory is checked keeps
-            // the id it is named after the one the savepoint gets.
-            let id = run.coordinator.next_id();
-            let location = shared.store.fresh_savepoint(directory, id).await?;
-            let (id, effects) = run.coordinator.trigger_savepoint(shared.now(), stop)?;
-            shared.store.add_savepoint(id, location, stop);
-            (id, effects, run.generation)
-        };
-        shared.dispatch(effects, generation);
+        let mut run = shared.run.lock().await;
+        // Holding the coordinator while the directory is checked keeps the
+        // id it is named after the one the savepoint gets.
+        let id = run.coordinator.next_id();
+        let location = shared.store.fresh_savepoint(directory, id).await?;
+        let (id, effects) = run.coordinator.trigger_savepoint(shared.now(), stop)?;
+        shared.store.add_savepoint(id, location, stop);
+        shared.dispatch(&run, effects);
         Ok(id)
     }
 
@@ -583,6 +584,9 @@ impl CoordinatorDriver {
             let _ = task.await;
         }
         let shared = &self.shared;
+        // Writes decided before this are tracked and awaited; an ack still
+        // arriving on an open connection starts none.
+        shared.run.lock().await.closing = true;
         shared.writes.close();
         shared.writes.wait().await;
         for decision in shared.outbox.take_cleanups() {
@@ -664,9 +668,7 @@ async fn run_timer(shared: Arc<Shared>, stop: CancellationToken) {
             {
                 shared.ids_wanted.notify_one();
             }
-            let generation = run.generation;
-            drop(run);
-            shared.dispatch(effects, generation);
+            shared.dispatch(&run, effects);
             next
         };
         let sleep = async {

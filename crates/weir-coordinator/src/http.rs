@@ -55,12 +55,10 @@ pub(crate) async fn handle(
                 Ok(ack) => ack,
                 Err(response) => return response,
             };
-            let (outcome, effects, generation) = {
-                let mut run = shared.run.lock().await;
-                let (outcome, effects) = run.coordinator.on_ack(shared.now(), ack);
-                (outcome, effects, run.generation)
-            };
-            shared.dispatch(effects, generation);
+            let mut run = shared.run.lock().await;
+            let (outcome, effects) = run.coordinator.on_ack(shared.now(), ack);
+            shared.dispatch(&run, effects);
+            drop(run);
             json(StatusCode::OK, &OutcomeBody { outcome })
         }
         (Method::POST, "/decline") => {
@@ -68,12 +66,10 @@ pub(crate) async fn handle(
                 Ok(decline) => decline,
                 Err(response) => return response,
             };
-            let (outcome, effects, generation) = {
-                let mut run = shared.run.lock().await;
-                let (outcome, effects) = run.coordinator.on_decline(shared.now(), decline);
-                (outcome, effects, run.generation)
-            };
-            shared.dispatch(effects, generation);
+            let mut run = shared.run.lock().await;
+            let (outcome, effects) = run.coordinator.on_decline(shared.now(), decline);
+            shared.dispatch(&run, effects);
+            drop(run);
             json(StatusCode::OK, &OutcomeBody { outcome })
         }
         (Method::POST, "/owners") => {

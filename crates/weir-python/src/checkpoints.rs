@@ -1,18 +1,19 @@
 //! Reading completed checkpoints and savepoints for a restore: the driver
-//! finds the one to restore, reads its `_metadata` (as JSON) and checks that
-//! the job can take its state before any task starts.
+//! reads the `_metadata` of the one to restore (as JSON) and checks that
+//! the job can take its state before any task starts. Finding the latest
+//! one is `coordinator.rs`'s `latest_checkpoint`.
 
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
-    CheckpointStorage, JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan,
-    StorageLocation, StorageOptions, layout,
+    JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan, StorageLocation, StorageOptions,
 };
-use weir_types::{JobId, MaxParallelism, OperatorUid};
+use weir_types::{MaxParallelism, OperatorUid};
 
 use crate::errors::PyWeirError;
 
-fn runtime() -> Result<Runtime, PyWeirError> {
+/// A runtime for one blocking storage call.
+pub(crate) fn runtime() -> Result<Runtime, PyWeirError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -22,31 +23,6 @@ fn runtime() -> Result<Runtime, PyWeirError> {
 fn resolve(path: &str) -> Result<ResolvedSnapshot, PyWeirError> {
     let location = StorageLocation::parse(path, &StorageOptions::default())?;
     Ok(runtime()?.block_on(ResolvedSnapshot::open(&location))?)
-}
-
-/// The URL of the newest completed checkpoint of job `job_id` under
-/// `checkpoint_dir`, or `None` when the job has none.
-#[pyfunction]
-pub(crate) fn latest_checkpoint(
-    py: Python<'_>,
-    checkpoint_dir: &str,
-    job_id: &str,
-) -> PyResult<Option<String>> {
-    let location = StorageLocation::parse(checkpoint_dir, &StorageOptions::default())
-        .map_err(PyWeirError::from)?;
-    let job = JobId::new(job_id).map_err(PyWeirError::from)?;
-    py.detach(|| {
-        let storage = CheckpointStorage::filesystem(&location, job)?;
-        let latest = runtime()?.block_on(storage.latest_completed())?;
-        Ok::<_, PyWeirError>(latest.map(|metadata| {
-            format!(
-                "{}/{}",
-                storage.job_dir().url().trim_end_matches('/'),
-                layout::checkpoint_dir(metadata.checkpoint_id)
-            )
-        }))
-    })
-    .map_err(PyErr::from)
 }
 
 /// The `_metadata` of the checkpoint or savepoint at `path`, as JSON.

@@ -95,7 +95,7 @@ impl FromStr for ExternalizedCleanup {
 
 /// Flink's checkpoint options. Build with [`CheckpointConfig::new`], adjust the
 /// fields, and let the coordinator [`validate`](CheckpointConfig::validate) it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CheckpointConfig {
     /// Time between the starts of two periodic checkpoints.
     pub interval: Duration,
