@@ -153,19 +153,18 @@ impl JobLease {
         for _ in 0..3 {
             let records = list(&leases).await?;
             let top = records.last().map(|(n, _)| *n);
-            if let Some((_, current)) = records.last() {
-                if let LeaseDecision::Held { heartbeat_age } =
+            if let Some((_, current)) = records.last()
+                && let LeaseDecision::Held { heartbeat_age } =
                     current.decide(now_ms, &terms, liveness(&current.holder))
-                {
-                    return Err(CheckpointError::LeaseHeld {
-                        job_dir: job_dir.url().to_owned(),
-                        owner: current.holder.owner.clone(),
-                        host: current.holder.host.clone(),
-                        pid: current.holder.pid,
-                        heartbeat_age,
-                        stale_after: terms.stale_after,
-                    });
-                }
+            {
+                return Err(CheckpointError::LeaseHeld {
+                    job_dir: job_dir.url().to_owned(),
+                    owner: current.holder.owner.clone(),
+                    host: current.holder.host.clone(),
+                    pid: current.holder.pid,
+                    heartbeat_age,
+                    stale_after: terms.stale_after,
+                });
             }
             let reserved = records.iter().map(|(_, r)| r.reserved_until).max();
             let first_id = after(reserved).max(min_next);

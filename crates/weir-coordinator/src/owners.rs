@@ -82,10 +82,10 @@ impl OwnerRegistry {
                 current: self.generation,
             };
         }
-        if !self
+        if self
             .parallelism
             .get(&claim.uid)
-            .is_some_and(|&p| claim.subtask.0 < p)
+            .is_none_or(|&p| claim.subtask.0 >= p)
         {
             return ClaimOutcome::UnknownSubtask;
         }
