@@ -82,6 +82,17 @@ impl Driver {
     }
 }
 
+impl Driver {
+    /// The id of the next checkpoint or savepoint triggered.
+    pub async fn next_trigger(&self) -> CheckpointId {
+        self.next_event(|e| match e {
+            DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
+            _ => None,
+        })
+        .await
+    }
+}
+
 impl std::ops::Deref for Driver {
     type Target = CoordinatorDriver;
 
@@ -189,12 +200,7 @@ pub async fn ack_all(addr: SocketAddr, id: CheckpointId) {
 /// for its trigger, reports the epoch final, acks it, waits for completion.
 /// Returns its id and path.
 pub async fn complete_next(driver: &Driver, epoch: u64) -> (CheckpointId, String) {
-    let id = driver
-        .next_event(|e| match e {
-            DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
-            _ => None,
-        })
-        .await;
+    let id = driver.next_trigger().await;
     driver.epoch_final(cut(epoch)).await.expect("running");
     ack_all(driver.local_addr(), id).await;
     let path = driver

@@ -135,13 +135,7 @@ async fn a_checkpoint_completes_after_all_acks_and_its_metadata_is_stored() {
 async fn a_decline_aborts_the_checkpoint_and_fails_the_job_without_tolerance() {
     let job = start().await;
     let addr = job.driver.local_addr();
-    let id = job
-        .driver
-        .next_event(|e| match e {
-            DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
-            _ => None,
-        })
-        .await;
+    let id = job.driver.next_trigger().await;
     job.driver.epoch_final(cut(1)).await.expect("running");
     let decline =
         json!({"checkpoint_id": id.0, "uid": "avg", "subtask": 1, "message": "upload failed"});
@@ -310,13 +304,7 @@ async fn shutdown_waits_for_a_metadata_write_in_flight() {
         server(),
     )
     .await;
-    let id = job
-        .driver
-        .next_event(|e| match e {
-            DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
-            _ => None,
-        })
-        .await;
+    let id = job.driver.next_trigger().await;
     job.driver.epoch_final(cut(1)).await.expect("running");
     ack_all(job.driver.local_addr(), id).await;
     // The slow store is still writing `_metadata` (and the lineage) now.
@@ -492,13 +480,7 @@ async fn a_subsumed_checkpoint_stays_until_the_owner_took_its_successor() {
     let job = start().await;
     let storage = job.storage();
     let (first, _) = complete_next(&job.driver, 1).await;
-    let second = job
-        .driver
-        .next_event(|e| match e {
-            DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
-            _ => None,
-        })
-        .await;
+    let second = job.driver.next_trigger().await;
     job.driver.epoch_final(cut(2)).await.expect("running");
     ack_all(job.driver.local_addr(), second).await;
     eventually("the second checkpoint completes", async || {
@@ -554,13 +536,7 @@ async fn a_restart_drops_the_old_generation_and_its_late_acks() {
     let job = start().await;
     let addr = job.driver.local_addr();
     let (done, path) = complete_next(&job.driver, 1).await;
-    let pending = job
-        .driver
-        .next_event(|e| match e {
-            DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
-            _ => None,
-        })
-        .await;
+    let pending = job.driver.next_trigger().await;
     job.driver.epoch_final(cut(2)).await.expect("running");
     assert_eq!(job.driver.restart(Some(&path)).await.expect("restarts"), 2);
     assert_eq!(job.driver.generation(), 2);
