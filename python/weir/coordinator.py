@@ -20,6 +20,14 @@ effect, returned by :meth:`Coordinator.poll_events`:
 - :class:`CleanupFailed`: old files stay until the next run; report it.
 - :class:`LeaseLost`: another run took the directory over; fail the job.
 
+A run follows one lineage: failover (:meth:`Coordinator.restart`) and
+:func:`latest_checkpoint` resume from the newest checkpoint of the lineage the
+run restored from, never from checkpoints of an abandoned timeline (those are
+deleted once the lineage completes a checkpoint of its own), and retention
+never deletes what a run restores from. Checkpoint ids never repeat in a job
+directory. Statistics stay JSON (:meth:`Coordinator.stats`): the document the
+HTTP endpoint serves, an export like Flink's checkpoint statistics.
+
 Events compare by value and can be built by hand, so a driver can be tested
 without a coordinator:
 
