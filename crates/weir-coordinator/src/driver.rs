@@ -443,8 +443,8 @@ impl CoordinatorDriver {
     /// `restored` (which retention then keeps), and starts a new generation
     /// with no state owners. Ids continue. Returns the new generation.
     pub async fn restart(&self, restored: Option<&str>) -> Result<u64> {
-        self.ensure_open()?;
         let _one_at_a_time = self.restarting.lock().await;
+        self.ensure_open()?;
         let shared = &self.shared;
         if shared.fenced.is_cancelled() {
             return Err(shared.lease_lost("the run lost its lease and cannot restart"));
@@ -478,6 +478,9 @@ impl CoordinatorDriver {
         }
         self.settle().await;
         let mut state = shared.timeline.lock().await;
+        if shared.fenced.is_cancelled() {
+            return Err(shared.lease_lost("the run lost its lease while restarting"));
+        }
         let source = shared.store.restore_source(as_restored(&snapshot)).await?;
         let (timeline, retention) =
             JobTimeline::recover(&shared.store.storage, &source, self.retained).await?;
@@ -577,6 +580,7 @@ impl CoordinatorDriver {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        let _after_any_restart = self.restarting.lock().await;
         self.stop.cancel();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
         for task in tasks {

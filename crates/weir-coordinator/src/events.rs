@@ -95,6 +95,8 @@ pub enum DriverEvent {
 pub(crate) struct Queued {
     pub(crate) event: Option<DriverEvent>,
     pub(crate) cleanup: Option<SubsumeDecision>,
+    /// A report about the run, not about a generation: a restart keeps it.
+    report: bool,
 }
 
 /// The events of the current generation not yet taken by the owner.
@@ -134,17 +136,23 @@ impl Outbox {
         if queue.generation != generation {
             return;
         }
-        queue.items.push_back(Queued { event, cleanup });
+        queue.items.push_back(Queued {
+            event,
+            cleanup,
+            report: false,
+        });
         drop(queue);
         self.ready.notify_one();
     }
 
-    /// Queues an event that belongs to no generation (a report).
+    /// Queues a report about the run (a failed cleanup, a lost lease): it
+    /// belongs to no generation.
     pub(crate) fn report(&self, event: DriverEvent) {
         let mut queue = self.lock();
         queue.items.push_back(Queued {
             event: Some(event),
             cleanup: None,
+            report: true,
         });
         drop(queue);
         self.ready.notify_one();
@@ -167,13 +175,13 @@ impl Outbox {
         }
     }
 
-    /// Starts `generation`: drops everything queued, since the events
-    /// belong to the generation that ended and recovery decides what its
-    /// deletions would have.
+    /// Starts `generation`: drops what the generation that ended queued
+    /// (recovery decides what its deletions would have done); reports
+    /// about the run stay.
     pub(crate) fn restart(&self, generation: u64) {
         let mut queue = self.lock();
         queue.generation = generation;
-        queue.items.clear();
+        queue.items.retain(|q| q.report);
     }
 
     /// Takes the queued deletions, leaving the events for the owner.
