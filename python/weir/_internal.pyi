@@ -252,9 +252,7 @@ class CheckpointSubsumed:
 @final
 class CheckpointAborted:
     __match_args__ = ("id", "kind", "reason")
-    def __new__(
-        cls, id: int, kind: Literal["checkpoint", "savepoint"], reason: str
-    ) -> CheckpointAborted: ...
+    def __new__(cls, id: int, kind: Literal["checkpoint", "savepoint"], reason: str) -> CheckpointAborted: ...
     @property
     def id(self) -> int: ...
     @property
@@ -265,9 +263,7 @@ class CheckpointAborted:
 @final
 class JobFailed:
     __match_args__ = ("reason", "consecutive_failures", "latest_completed")
-    def __new__(
-        cls, reason: str, consecutive_failures: int, latest_completed: int | None
-    ) -> JobFailed: ...
+    def __new__(cls, reason: str, consecutive_failures: int, latest_completed: int | None) -> JobFailed: ...
     @property
     def reason(self) -> str: ...
     @property
