@@ -114,14 +114,10 @@ pub enum CheckpointError {
         #[source]
         source: object_store::Error,
     },
-    /// A state path in metadata that would leave its directory.
-    #[error("state path {path:?} is invalid: {reason}")]
-    InvalidStatePath {
-        /// The path.
-        path: String,
-        /// Why.
-        reason: &'static str,
-    },
+    /// A path that would leave its directory (paths come from files), or
+    /// another failure of the snapshot crate.
+    #[error(transparent)]
+    Snapshot(#[from] weir_snapshot::SnapshotError),
     /// No `_metadata` where a completed checkpoint or savepoint should be.
     #[error(
         "{location} does not exist: the checkpoint or savepoint never completed or was deleted"

@@ -26,7 +26,6 @@
 
 pub mod coordinator;
 mod error;
-pub mod layout;
 mod location;
 mod metadata;
 mod resolved;
@@ -49,3 +48,5 @@ pub use restore::{JobOperator, OperatorRestore, RestorePlan, RestoredOperator, S
 pub use retention::{Retention, SubsumeDecision};
 pub use savepoint::{create_savepoint, dispose_savepoint};
 pub use storage::CheckpointStorage;
+/// The names of files and directories in checkpoint and savepoint storage.
+pub use weir_snapshot::layout;

@@ -95,7 +95,7 @@ impl CheckpointStorage {
     }
 
     /// Where snapshot tasks write state files, at paths relative to the job
-    /// directory (see [`layout::subtask_dir`] and `weir_snapshot::shared_dir`).
+    /// directory (named by [`layout`]).
     pub fn state_storage(&self) -> SnapshotStorage {
         match &self.placement {
             Placement::Files => self.job_dir.snapshot_storage(),

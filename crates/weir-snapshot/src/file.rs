@@ -10,7 +10,7 @@ use weir_types::KeyGroupRange;
 use crate::error::FormatError;
 use crate::error::{Result, SnapshotError};
 use crate::format::{DecodedBlock, Footer, SnapshotLayout};
-use crate::location::resolve;
+use crate::layout::join;
 
 /// Blocks are fetched in runs of about this many bytes, so a restore holds
 /// little more than one run in memory.
@@ -33,7 +33,7 @@ impl SnapshotFile {
         relative: &str,
         size: Option<u64>,
     ) -> Result<Self> {
-        let location = resolve(root, relative)?;
+        let location = join(root, relative)?;
         let size = match size {
             Some(size) => size,
             None => {

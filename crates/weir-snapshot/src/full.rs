@@ -20,7 +20,7 @@ use weir_types::ValueType;
 use crate::error::{Result, SnapshotError};
 use crate::format::{Compression, SnapshotHeader, encode_frozen};
 use crate::handle::{FullSnapshotHandle, StateFile};
-use crate::location::resolve;
+use crate::layout::join;
 use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
 
@@ -69,7 +69,7 @@ pub fn spawn_full_snapshot(
     relative: &str,
     options: FullSnapshotOptions,
 ) -> SnapshotFuture<FullSnapshotHandle> {
-    let location = resolve(&storage.root, relative);
+    let location = join(&storage.root, relative);
     let store = Arc::clone(&storage.store);
     let relative = relative.to_owned();
     SnapshotFuture::spawn(

@@ -10,7 +10,8 @@
 //!   [`SharedFileRegistry`]: RocksDB incremental checkpoints (B3).
 //! - [`write_operator_state`] and [`read_operator_state`]: operator state files (S8).
 //!
-//! Handles store paths relative to a root, so directories can move. This
+//! Handles store paths relative to a root, so directories can move; [`layout`]
+//! names every file and directory of checkpoint and savepoint storage. This
 //! crate never creates a tokio runtime; callers pass a [`tokio::runtime::Handle`].
 //!
 //! ```
@@ -59,7 +60,7 @@ pub mod format;
 mod full;
 mod handle;
 mod incremental;
-mod location;
+pub mod layout;
 mod operator;
 mod registry;
 mod restore;
@@ -75,7 +76,6 @@ pub use handle::{
 pub use incremental::{
     IncrementalTarget, LocalCheckpoint, LocalFile, download_incremental, spawn_incremental_snapshot,
 };
-pub use location::shared_dir;
 pub use operator::{read_operator_state, write_operator_state};
 pub use registry::SharedFileRegistry;
 pub use restore::{RestoreStats, restore_keyed};

@@ -82,10 +82,7 @@ pub async fn incremental_checkpoint(
 ) -> CheckpointMetadata {
     let mut files = Vec::new();
     for name in shared {
-        let relative = format!(
-            "{}/{name}",
-            weir_snapshot::shared_dir(&uid(), SubtaskIndex(0))
-        );
+        let relative = format!("{}/{name}", layout::shared_dir(&uid(), SubtaskIndex(0)));
         files.push(SharedStateFile {
             local_name: (*name).to_owned(),
             file: write_file(storage, &relative, name.as_bytes()).await,
