@@ -5,11 +5,11 @@ use std::ops::Range;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use weir_state::StateEntry;
 use weir_types::KeyGroupRange;
 
-use crate::error::FormatError;
-use crate::error::{Result, SnapshotError};
-use crate::format::{DecodedBlock, Footer, SnapshotLayout};
+use crate::error::{FormatError, Result, SnapshotError};
+use crate::format::{Footer, SnapshotLayout};
 use crate::layout::join;
 
 /// Blocks are fetched in runs of about this many bytes, so a restore holds
@@ -82,12 +82,16 @@ impl SnapshotFile {
     }
 
     /// Reads and checks the blocks of the key groups in `range` (key groups
-    /// without entries have no block) and hands each to `visit`, in order.
-    pub async fn read_key_groups(
+    /// without entries have no block) and hands each entry to `visit`, in
+    /// key-group order; stops at the first error, of either.
+    ///
+    /// Holds about one run of stored blocks in memory plus one entry of a
+    /// zstd block being decompressed (see [`SnapshotLayout::read_block`]).
+    pub async fn read_entries(
         &self,
         store: &dyn ObjectStore,
         range: KeyGroupRange,
-        visit: &mut (dyn FnMut(DecodedBlock) -> Result<()> + Send),
+        visit: &mut (dyn FnMut(StateEntry<'_>) -> Result<()> + Send),
     ) -> Result<()> {
         let mut blocks = self.layout.blocks_in(range);
         while !blocks.is_empty() {
@@ -102,18 +106,34 @@ impl SnapshotFile {
             let span = SnapshotLayout::span(now).expect("a run holds at least one block");
             let bytes = read(store, &self.location, span.clone()).await?;
             for info in now {
-                let from = usize::try_from(info.offset - span.start).ok();
-                let stored = from
-                    .and_then(|from| bytes.get(from..from + usize::try_from(info.length).ok()?))
+                // Offsets were checked to lie in the file; a short answer from
+                // the store shows up as a truncated block.
+                let stored = usize::try_from(info.offset - span.start)
+                    .ok()
+                    .zip(usize::try_from(info.length).ok())
+                    .and_then(|(from, len)| bytes.get(from..from.checked_add(len)?))
                     .unwrap_or_default();
-                let block = self
-                    .layout
-                    .decode_block(info, stored)
-                    .map_err(|e| SnapshotError::format(&self.relative, e))?;
-                visit(block)?;
+                self.layout
+                    .read_block(info, stored, &mut |entry| visit(entry).map_err(Stop::Visit))
+                    .map_err(|stop| match stop {
+                        Stop::Format(e) => SnapshotError::format(&self.relative, e),
+                        Stop::Visit(e) => e,
+                    })?;
             }
         }
         Ok(())
+    }
+}
+
+/// Why reading a block stopped: the bytes, or the visitor.
+enum Stop {
+    Format(FormatError),
+    Visit(SnapshotError),
+}
+
+impl From<FormatError> for Stop {
+    fn from(e: FormatError) -> Self {
+        Stop::Format(e)
     }
 }
 

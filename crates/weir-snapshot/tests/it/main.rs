@@ -5,5 +5,10 @@ mod cancel;
 mod common;
 mod corrupt;
 mod incremental;
+mod limits;
 mod operator;
 mod rescale;
+
+/// Counts what each test thread allocates (see `limits`).
+#[global_allocator]
+static ALLOCATOR: weir_testing::CountingAllocator = weir_testing::CountingAllocator;
