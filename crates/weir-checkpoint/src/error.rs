@@ -319,6 +319,28 @@ pub enum MetadataProblem {
         /// The operator.
         uid: OperatorUid,
     },
+    /// A state file path that would leave the directory it is relative to.
+    #[error(
+        "it names state file {path:?}, which is not a relative path inside its directory (no empty, '.' or '..' segments); the file was edited or damaged"
+    )]
+    StatePathOutside {
+        /// The path.
+        path: String,
+    },
+    /// A checkpoint that names a file of another checkpoint.
+    #[error(
+        "it names state file {path:?}, which is neither under its own checkpoint directory nor under shared/; the file was edited or damaged"
+    )]
+    ForeignStateFile {
+        /// The path.
+        path: String,
+    },
+    /// A database file whose local name is no plain file name.
+    #[error("it names database file {name:?}, which is not a plain file name")]
+    InvalidLocalName {
+        /// The name.
+        name: String,
+    },
     /// Two states of one operator share a name.
     #[error("operator {uid} declares state {name:?} twice")]
     DuplicateState {
