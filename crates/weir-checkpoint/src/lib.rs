@@ -26,6 +26,7 @@
 
 pub mod coordinator;
 mod error;
+mod local_store;
 mod location;
 mod metadata;
 mod resolved;
@@ -46,7 +47,7 @@ pub use metadata::{
 pub use resolved::ResolvedSnapshot;
 pub use restore::{JobOperator, OperatorRestore, RestorePlan, RestoredOperator, SubtaskRestore};
 pub use retention::{Retention, SubsumeDecision};
-pub use savepoint::{create_savepoint, dispose_savepoint};
+pub use savepoint::{DisposedSavepoint, create_savepoint, dispose_savepoint};
 pub use storage::CheckpointStorage;
 /// The names of files and directories in checkpoint and savepoint storage.
 pub use weir_snapshot::layout;

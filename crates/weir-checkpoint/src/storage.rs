@@ -263,41 +263,13 @@ impl CheckpointStorage {
             .flat_map(|m| m.files())
             .map(|f| f.path.as_str())
             .collect();
-        let orphans: Vec<String> = self
-            .list_relative(layout::SHARED_DIR)
+        let orphans: Vec<String> = list_relative(&self.job_dir, Some(layout::SHARED_DIR))
             .await?
             .into_iter()
             .filter(|path| !referenced.contains(path.as_str()))
             .collect();
         delete_paths(&self.job_dir, orphans.iter().map(String::as_str)).await?;
         Ok(retention)
-    }
-
-    /// Every object under `dir` (relative to the job directory), as paths
-    /// relative to the job directory.
-    async fn list_relative(&self, dir: &str) -> Result<Vec<String>> {
-        let prefix = self.job_dir.child(dir)?;
-        let listed: Vec<_> = self
-            .job_dir
-            .store()
-            .list(Some(prefix.root()))
-            .try_collect()
-            .await
-            .map_err(|source| CheckpointError::Store {
-                operation: "list",
-                path: prefix.url().to_owned(),
-                source,
-            })?;
-        let root: Vec<_> = self.job_dir.root().parts().collect();
-        Ok(listed
-            .into_iter()
-            .filter_map(|meta| {
-                let parts: Vec<_> = meta.location.parts().collect();
-                let relative = parts.strip_prefix(root.as_slice())?;
-                let names: Vec<&str> = relative.iter().map(|p| p.as_ref()).collect();
-                Some(names.join("/"))
-            })
-            .collect())
     }
 
     /// Opens checkpoint `id` if it is complete; `None` if its metadata is
@@ -393,6 +365,35 @@ pub(crate) async fn delete_paths<'a>(
         }
     }
     Ok(())
+}
+
+/// Every object under `dir` (only under its subdirectory `sub`, when
+/// given), as paths relative to `dir`.
+pub(crate) async fn list_relative(dir: &StorageLocation, sub: Option<&str>) -> Result<Vec<String>> {
+    let prefix = match sub {
+        Some(sub) => dir.child(sub)?,
+        None => dir.clone(),
+    };
+    let listed: Vec<_> = dir
+        .store()
+        .list(Some(prefix.root()))
+        .try_collect()
+        .await
+        .map_err(|source| CheckpointError::Store {
+            operation: "list",
+            path: prefix.url().to_owned(),
+            source,
+        })?;
+    let root: Vec<_> = dir.root().parts().collect();
+    Ok(listed
+        .into_iter()
+        .filter_map(|meta| {
+            let parts: Vec<_> = meta.location.parts().collect();
+            let relative = parts.strip_prefix(root.as_slice())?;
+            let names: Vec<&str> = relative.iter().map(|p| p.as_ref()).collect();
+            Some(names.join("/"))
+        })
+        .collect())
 }
 
 /// Deletes every object under `dir`.

@@ -7,3 +7,5 @@ mod retention;
 mod s3;
 mod savepoint;
 mod storage;
+#[cfg(unix)]
+mod symlink;
