@@ -175,7 +175,7 @@ pub enum CheckpointError {
         /// The kind required.
         expected: CheckpointKind,
     },
-    /// A state file too large for "jobmanager" storage (B6).
+    /// A state file too large for "jobmanager" storage.
     #[error(
         "state file {path} of checkpoint {checkpoint} is {size} bytes, above the {limit}-byte limit of jobmanager storage: configure a checkpoint directory (file system or s3 storage) or raise the limit"
     )]
@@ -197,7 +197,7 @@ pub enum CheckpointError {
         /// The checkpoint.
         checkpoint: CheckpointId,
     },
-    /// A savepoint holds state for operators the job no longer has (P4).
+    /// A savepoint holds state for operators the job no longer has.
     #[error(
         "the snapshot holds state for operators {uids} that the job does not have: restore them under the same uid, or allow non-restored state to drop it"
     )]
@@ -205,7 +205,7 @@ pub enum CheckpointError {
         /// The operators without a counterpart.
         uids: UidList,
     },
-    /// The job declares another max parallelism than the state has (S7).
+    /// The job declares another max parallelism than the state has.
     #[error(
         "operator {uid} has max parallelism {job} but its state was written with {stored}: max parallelism is fixed for the life of a state, so set it back to {stored}"
     )]

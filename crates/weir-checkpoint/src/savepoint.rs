@@ -1,4 +1,4 @@
-//! Savepoints (P1, P2, P6): user-owned, self-contained copies of a completed
+//! Savepoints: user-owned, self-contained copies of a completed
 //! checkpoint that can be moved or copied as a directory, and their disposal.
 //!
 //! A savepoint directory `savepoint-<job>-<n>/` holds `_metadata` and every

@@ -59,7 +59,7 @@ impl CheckpointStorage {
         })
     }
 
-    /// "jobmanager" storage for small state (B2, B6): state files are staged
+    /// "jobmanager" storage for small state: state files are staged
     /// in memory and stored inside `_metadata` when the checkpoint
     /// completes; a file larger than `max_file_bytes` fails that checkpoint
     /// with [`CheckpointError::InlineStateTooLarge`], and incremental state
@@ -193,7 +193,7 @@ impl CheckpointStorage {
         Ok(completed)
     }
 
-    /// The newest completed checkpoint, if any (C11); see [`Self::completed`]
+    /// The newest completed checkpoint, if any; see [`Self::completed`]
     /// for what counts as completed.
     pub async fn latest_completed(&self) -> Result<Option<CheckpointMetadata>> {
         for id in self.checkpoint_dirs().await?.into_iter().rev() {

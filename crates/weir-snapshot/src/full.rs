@@ -1,5 +1,5 @@
 //! The asynchronous part of a full snapshot: serialize a frozen view into a
-//! snapshot file and stream it to the object store (B1, B4, C8).
+//! snapshot file and stream it to the object store.
 //!
 //! Serialization is CPU work, so it runs on a blocking thread that feeds
 //! chunks (one key group each) through a small channel to the upload; memory

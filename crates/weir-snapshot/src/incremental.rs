@@ -1,4 +1,4 @@
-//! Incremental snapshots of RocksDB native checkpoints (B3): upload only the
+//! Incremental snapshots of RocksDB native checkpoints: upload only the
 //! SST files earlier checkpoints have not uploaded, and download a handle's
 //! files into a local directory for a native restore.
 //!

@@ -1,14 +1,14 @@
 //! Snapshot files, the asynchronous part of snapshots, and restores.
 //!
 //! - [`format`]: the canonical key-group-indexed snapshot file, each key
-//!   group compressed (none, zstd, lz4) and checksummed on its own (B4).
+//!   group compressed (none, zstd, lz4) and checksummed on its own.
 //! - [`spawn_full_snapshot`]: serializes a [`FrozenKeyedState`](weir_state::FrozenKeyedState)
-//!   and streams it to an object store as a cancelable [`SnapshotFuture`] (C8).
+//!   and streams it to an object store as a cancelable [`SnapshotFuture`].
 //! - [`restore_keyed`]: fills a backend from full snapshots, reading only its
-//!   key groups, at any parallelism and across backends (P5).
+//!   key groups, at any parallelism and across backends.
 //! - [`spawn_incremental_snapshot`], [`download_incremental`] and
-//!   [`SharedFileRegistry`]: RocksDB incremental checkpoints (B3).
-//! - [`write_operator_state`] and [`read_operator_state`]: operator state files (S8).
+//!   [`SharedFileRegistry`]: RocksDB incremental checkpoints.
+//! - [`write_operator_state`] and [`read_operator_state`]: operator state files.
 //!
 //! Handles store paths relative to a root, so directories can move; [`layout`]
 //! names every file and directory of checkpoint and savepoint storage. This

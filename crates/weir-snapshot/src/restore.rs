@@ -1,4 +1,4 @@
-//! Restoring keyed state from full snapshot files, with rescaling (P5).
+//! Restoring keyed state from full snapshot files, with rescaling.
 //!
 //! Each handle's key groups are intersected with the backend's range and
 //! only those blocks are read, so one backend can be filled from several

@@ -1,5 +1,5 @@
-//! Savepoints: self-contained, movable, disposable (P2, P6), and restorable
-//! at another parallelism through the restore plan (P5).
+//! Savepoints: self-contained, movable, disposable, and restorable
+//! at another parallelism through the restore plan.
 
 use std::sync::Arc;
 
