@@ -116,7 +116,7 @@ async fn reachable(dir: &StorageLocation, relative: &str) -> Result<()> {
     match dir.store().head(&path).await {
         Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(source) => Err(CheckpointError::Store {
-            operation: "reach",
+            operation: "head",
             path: relative.to_owned(),
             source,
         }),
