@@ -106,13 +106,8 @@ impl SnapshotFile {
             let span = SnapshotLayout::span(now).expect("a run holds at least one block");
             let bytes = read(store, &self.location, span.clone()).await?;
             for info in now {
-                // Offsets were checked to lie in the file; a short answer from
-                // the store shows up as a truncated block.
-                let stored = usize::try_from(info.offset - span.start)
-                    .ok()
-                    .zip(usize::try_from(info.length).ok())
-                    .and_then(|(from, len)| bytes.get(from..from.checked_add(len)?))
-                    .unwrap_or_default();
+                // A short answer from the store shows up as a truncated block.
+                let stored = info.stored_in(&bytes, span.start);
                 self.layout
                     .read_block(info, stored, &mut |entry| visit(entry).map_err(Stop::Visit))
                     .map_err(|stop| match stop {

@@ -9,6 +9,6 @@ pub mod model;
 pub mod ops;
 
 pub use alloc::{CountingAllocator, peak_allocated};
-pub use fuzz::fuzz_cases;
+pub use fuzz::{Mutation, fuzz_cases};
 pub use model::{Content, Dump, ModelBackend, dump};
 pub use ops::{Driver, Op, Outcome, descriptors, op, run_and_compare};

@@ -12,7 +12,7 @@ use weir_checkpoint::{
     CheckpointStorage, InlineFile, StorageLocation, StorageOptions, decode_metadata,
     encode_metadata,
 };
-use weir_testing::{fuzz_cases, peak_allocated};
+use weir_testing::{Mutation, fuzz_cases, peak_allocated};
 use weir_types::OperatorUid;
 
 use crate::common::{incremental_checkpoint, job};
@@ -77,24 +77,13 @@ proptest! {
     }
 
     #[test]
-    fn mutated_files_are_errors_or_metadata(
-        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
-        cut in proptest::option::of(any::<prop::sample::Index>()),
-    ) {
-        let mut bytes = valid().to_vec();
-        for (at, byte) in edits {
-            let i = at.index(bytes.len());
-            bytes[i] = byte;
-        }
-        if let Some(cut) = cut {
-            bytes.truncate(cut.index(bytes.len()));
-        }
-        check(&bytes)?;
+    fn mutated_files_are_errors_or_metadata(mutation in Mutation::strategy(6)) {
+        check(&mutation.apply(valid()))?;
     }
 
     #[test]
     fn mutated_bodies_past_the_checksum_are_errors_or_metadata(
-        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        mutation in Mutation::strategy(6),
         declared in proptest::option::of(prop_oneof![
             Just(u64::MAX),
             Just(u64::MAX - 1),
@@ -104,11 +93,7 @@ proptest! {
     ) {
         let bytes = valid();
         let newline = bytes.iter().position(|&b| b == b'\n').expect("header line");
-        let mut body = bytes[newline + 1..].to_vec();
-        for (at, byte) in edits {
-            let i = at.index(body.len());
-            body[i] = byte;
-        }
+        let body = mutation.apply(&bytes[newline + 1..]);
         check(&with_header(&body, declared))?;
     }
 }

@@ -226,12 +226,7 @@ fn check_full(
     }
     let mut entries = 0u64;
     for info in layout.blocks() {
-        let stored = usize::try_from(info.offset)
-            .ok()
-            .zip(usize::try_from(info.length).ok())
-            .and_then(|(from, len)| bytes.get(from..from.checked_add(len)?))
-            .unwrap_or_default();
-        let counted = layout.read_block(info, stored, &mut |_| {
+        let counted = layout.read_block(info, info.stored_in(bytes, 0), &mut |_| {
             entries += 1;
             Ok::<_, FormatError>(())
         });

@@ -54,6 +54,17 @@ impl BlockInfo {
     pub fn range(&self) -> Range<u64> {
         self.offset..self.offset + self.length
     }
+
+    /// The stored bytes of this block in `file`, a whole file (or the part
+    /// of it from `start` on) held in memory; short or empty when `file`
+    /// ends early, which [`SnapshotLayout::read_block`] reports as truncated.
+    pub fn stored_in<'a>(&self, file: &'a [u8], start: u64) -> &'a [u8] {
+        usize::try_from(self.offset.saturating_sub(start))
+            .ok()
+            .zip(usize::try_from(self.length).ok())
+            .and_then(|(from, len)| file.get(from..from.checked_add(len)?))
+            .unwrap_or_default()
+    }
 }
 
 /// The decoded footer: where the header and the index are.

@@ -11,13 +11,13 @@ use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use proptest::prelude::*;
-use weir_snapshot::format::{Compression, SnapshotEncoder, SnapshotHeader, SnapshotLayout};
+use weir_snapshot::format::{Compression, SnapshotHeader, SnapshotLayout, encode_frozen};
 use weir_snapshot::{FormatError, SnapshotFile};
-use weir_state::{EntryPayload, StateEntry, StateId, push_list_item};
-use weir_testing::{fuzz_cases, peak_allocated};
-use weir_types::{KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, ValueType};
+use weir_state::KeyedStateBackend;
+use weir_testing::{Mutation, fuzz_cases, peak_allocated};
+use weir_types::{KeyGroup, KeyGroupRange};
 
-use crate::common::{StoredBlock, assemble};
+use crate::common::{StoredBlock, assemble, descriptors, filled_backend, max, one_value_header};
 
 /// What reading `len` bytes may allocate: zstd's decoder state and window
 /// (at most 8 MiB whatever the input), plus what the limits let each
@@ -26,17 +26,12 @@ fn allowed(len: usize) -> u64 {
     (16 << 20) + 1100 * len as u64
 }
 
+/// The header of assembled files: every kind of state, key groups 2..10.
 fn header(compression: Compression) -> SnapshotHeader {
     SnapshotHeader {
-        max_parallelism: MaxParallelism::new(16).expect("valid"),
+        descriptors: descriptors(),
         key_group_range: KeyGroupRange::new(2, 10).expect("valid"),
-        descriptors: vec![
-            StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid"),
-            StateDescriptor::new("seen", StateKind::List, ValueType::Utf8).expect("valid"),
-            StateDescriptor::map("by", ValueType::Utf8, ValueType::Int64).expect("valid"),
-        ],
-        key_types: Some(vec![ValueType::Int64]),
-        compression,
+        ..one_value_header(compression)
     }
 }
 
@@ -48,42 +43,46 @@ fn compression() -> impl Strategy<Value = Compression> {
     ]
 }
 
-/// A valid file with entries of every kind in key groups 3, 4 and 8.
-fn valid_file(compression: Compression) -> Vec<u8> {
-    let (mut encoder, first) = SnapshotEncoder::start(header(compression));
-    let mut out = first.to_vec();
-    let mut list = Vec::new();
-    push_list_item(b"item", &mut list);
-    for kg in [3u16, 4, 8] {
-        encoder.start_key_group(KeyGroup(kg)).expect("ascending");
-        for i in 0..30u8 {
-            let key = [i, kg as u8];
-            for (state, payload) in [
-                (0, EntryPayload::Value(&key[..])),
-                (1, EntryPayload::List(&list)),
-                (
-                    2,
-                    EntryPayload::MapEntry {
-                        user_key: b"u",
-                        value: &key[..],
-                    },
-                ),
-            ] {
-                let entry = StateEntry {
-                    state: StateId(state),
-                    key_group: KeyGroup(kg),
-                    key: &key,
-                    namespace: b"",
-                    payload,
+/// A valid file of every kind of state, written from a heap backend.
+struct ValidFile {
+    compression: Compression,
+    bytes: Vec<u8>,
+    entries: u64,
+}
+
+fn valid_file(compression: Compression) -> &'static ValidFile {
+    static FILES: OnceLock<Vec<ValidFile>> = OnceLock::new();
+    let files = FILES.get_or_init(|| {
+        [Compression::None, Compression::Zstd, Compression::Lz4]
+            .into_iter()
+            .map(|compression| {
+                let mut backend = filled_backend(4, 1);
+                let frozen = backend.snapshot_sync().expect("all epochs final");
+                let header = SnapshotHeader {
+                    max_parallelism: max(),
+                    key_group_range: frozen.key_group_range(),
+                    descriptors: frozen.descriptors().to_vec(),
+                    key_types: None,
+                    compression,
                 };
-                encoder.push_entry(&entry).expect("valid");
-            }
-        }
-        let block = encoder.finish_key_group().expect("open").expect("entries");
-        out.extend_from_slice(&block);
-    }
-    out.extend_from_slice(&encoder.finish().expect("closed").0);
-    out
+                let mut bytes = Vec::new();
+                let summary = encode_frozen(&*frozen, header, &mut |chunk| {
+                    bytes.extend_from_slice(&chunk);
+                    Ok(())
+                })
+                .expect("encodes");
+                ValidFile {
+                    compression,
+                    bytes,
+                    entries: summary.entries,
+                }
+            })
+            .collect()
+    });
+    files
+        .iter()
+        .find(|f| f.compression == compression)
+        .expect("every mode")
 }
 
 /// Stored forms of raw payloads worth compressing (zeros, a bomb for zstd;
@@ -140,12 +139,7 @@ fn read_in_memory(bytes: &[u8]) -> Result<u64, FormatError> {
     let layout = SnapshotLayout::from_file(bytes)?;
     let mut entries = 0;
     for info in layout.blocks() {
-        let stored = usize::try_from(info.offset)
-            .ok()
-            .zip(usize::try_from(info.length).ok())
-            .and_then(|(from, len)| bytes.get(from..from.checked_add(len)?))
-            .unwrap_or_default();
-        layout.read_block(info, stored, &mut |_| {
+        layout.read_block(info, info.stored_in(bytes, 0), &mut |_| {
             entries += 1;
             Ok::<_, FormatError>(())
         })?;
@@ -205,18 +199,9 @@ proptest! {
     #[test]
     fn mutated_files_are_errors_or_entries(
         compression in compression(),
-        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
-        cut in proptest::option::of(any::<prop::sample::Index>()),
+        mutation in Mutation::strategy(6),
     ) {
-        let mut bytes = valid_file(compression);
-        for (at, byte) in edits {
-            let i = at.index(bytes.len());
-            bytes[i] = byte;
-        }
-        if let Some(cut) = cut {
-            bytes.truncate(cut.index(bytes.len()));
-        }
-        check(&bytes)?;
+        check(&mutation.apply(&valid_file(compression).bytes))?;
     }
 
     #[test]
@@ -242,8 +227,9 @@ proptest! {
 #[test]
 fn valid_files_read_in_full() {
     for c in [Compression::None, Compression::Zstd, Compression::Lz4] {
-        let bytes = valid_file(c);
-        assert_eq!(read_in_memory(&bytes).expect("valid"), 270, "{c:?}");
-        assert_eq!(read_from_store(&bytes).expect("valid"), 270, "{c:?}");
+        let file = valid_file(c);
+        assert!(file.entries > 200, "{}", file.entries);
+        assert_eq!(read_in_memory(&file.bytes).expect("valid"), file.entries);
+        assert_eq!(read_from_store(&file.bytes).expect("valid"), file.entries);
     }
 }
