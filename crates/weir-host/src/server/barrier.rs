@@ -4,7 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use tokio::sync::watch;
 use weir_checkpoint::coordinator::{SubtaskAck, SubtaskDecline, SubtaskMetrics};
+use weir_checkpoint::{StorageLocation, layout};
 use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
 
 use super::ack;
@@ -42,7 +46,8 @@ pub(crate) fn take(
             reached.map_or_else(|| "none".to_owned(), |e| e.to_string())
         )));
     }
-    let storage = request.storage.open()?.snapshot_storage();
+    let location = request.storage.open()?;
+    let storage = location.snapshot_storage();
     let started = Instant::now();
     if slot.facts.final_epoch < Some(request.cut) {
         slot.subtask.finalize_up_to(request.cut)?;
@@ -60,6 +65,7 @@ pub(crate) fn take(
         host: Arc::clone(host),
         key,
         ack: request.ack.clone(),
+        location,
         sync,
         key_types,
         states,
@@ -76,22 +82,30 @@ struct Background {
     host: Arc<Host>,
     key: UploadKey,
     ack: AckTarget,
+    /// The job directory the upload writes under.
+    location: StorageLocation,
     sync: Duration,
     key_types: Option<Vec<ValueType>>,
     states: Vec<StateDescriptor>,
 }
 
 impl Background {
-    async fn run(self, upload: UploadFuture, mut cancel: tokio::sync::watch::Receiver<bool>) {
+    async fn run(self, mut upload: UploadFuture, mut cancel: watch::Receiver<bool>) {
         let (id, uid, subtask) = self.key.clone();
         let outcome = tokio::select! {
-            result = upload => Some(result),
-            // Dropping the unfinished upload cancels it and removes its file.
+            result = &mut upload => Some(result),
+            // A dropped switch (the host is going away) cancels too.
             _ = cancel.wait_for(|canceled| *canceled) => None,
         };
         let failure = match outcome {
             None => {
-                eprintln!("weir-host: checkpoint {id} of {uid}/{subtask}: upload canceled");
+                upload.cancel();
+                // Whatever the upload still did, it is not acked: its files go.
+                let _ = upload.await;
+                let deleted = self.delete_files().await;
+                eprintln!(
+                    "weir-host: checkpoint {id} of {uid}/{subtask}: upload canceled; {deleted}"
+                );
                 Some(format!("checkpoint {id} of {uid}/{subtask} was aborted"))
             }
             Some(Ok(upload)) => self.acknowledge(upload).await.err(),
@@ -105,6 +119,28 @@ impl Background {
             eprintln!("weir-host: {message}");
         }
         self.host.finish_upload(&self.key, failure);
+    }
+
+    /// Deletes every file under the subtask's directory of the checkpoint;
+    /// says what happened, for the log.
+    async fn delete_files(&self) -> String {
+        let (id, uid, subtask) = &self.key;
+        let dir = layout::subtask_dir(*id, uid, *subtask);
+        let root = match self.location.child(&dir) {
+            Ok(location) => location.root().clone(),
+            Err(err) => return format!("cannot name its files to delete them: {err}"),
+        };
+        let store = self.location.store();
+        let listed = store.list(Some(&root)).map_ok(|meta| meta.location).boxed();
+        let outcomes: Vec<_> = store.delete_stream(listed).collect().await;
+        let deleted = outcomes.iter().filter(|o| o.is_ok()).count();
+        match outcomes.into_iter().find_map(|o| match o {
+            Err(object_store::Error::NotFound { .. }) | Ok(_) => None,
+            Err(err) => Some(err),
+        }) {
+            None => format!("deleted the {deleted} files it wrote"),
+            Some(err) => format!("deleted {deleted} files, then failed: {err}"),
+        }
     }
 
     async fn acknowledge(&self, upload: SubtaskUpload) -> Result<(), String> {
