@@ -18,7 +18,9 @@ use weir_checkpoint::{
 };
 use weir_coordinator::{CoordinatorDriver, DriverEvent, JobToken, ServerOptions, StorageSink};
 use weir_host::client::{HostClient, RemoteSession};
-use weir_host::protocol::{AckTarget, BarrierRequest, Expectation, RestoreRequest, StorageRef};
+use weir_host::protocol::{
+    AckTarget, BarrierRequest, Expectation, HostAddress, RestoreRequest, StorageRef,
+};
 use weir_host::{BackendSpec, HostError, SubtaskSession};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
@@ -187,6 +189,7 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             .attach(
                 spec("avg", subtask, 2, backends[subtask as usize].clone()),
                 Expectation {
+                    generation: 0,
                     restored_from: None,
                     final_epoch: Some(cut),
                 },
@@ -254,6 +257,7 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             let spec = spec("avg", subtask, parallelism, BackendSpec::RocksDb);
             let request = RestoreRequest::new(
                 spec.clone(),
+                0,
                 id,
                 cut,
                 StorageRef::new(job_dir.clone()),
@@ -278,21 +282,23 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             session.commit(Epoch(4), Attempt(0)).expect("commits");
             drop(session);
             // Later tasks attach with the restore as their expectation.
-            HostClient::connect(fresh.path(), TOKEN)
+            HostClient::connect(&HostAddress::of_dir(fresh.path()), TOKEN)
                 .expect("connects")
                 .attach(
                     spec.clone(),
                     Expectation {
+                        generation: 0,
                         restored_from: Some(id),
                         final_epoch: Some(Epoch(4)),
                     },
                 )
                 .expect("attaches to the restored state");
-            let err = HostClient::connect(fresh.path(), TOKEN)
+            let err = HostClient::connect(&HostAddress::of_dir(fresh.path()), TOKEN)
                 .expect("connects")
                 .attach(
                     spec,
                     Expectation {
+                        generation: 0,
                         restored_from: None,
                         final_epoch: Some(Epoch(4)),
                     },

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Array, BinaryArray};
 use weir_host::client::{HOST_TOKEN_ENV, HostClient, HostOptions};
+use weir_host::protocol::HostAddress;
 use weir_host::{BackendSpec, KeyBatch, SubtaskSpec};
 use weir_types::{
     KeyGroup, MaxParallelism, OperatorUid, SubtaskIndex, Value, ValueType, decode_value,
@@ -24,10 +25,9 @@ pub fn binary() -> PathBuf {
 }
 
 /// Options for `ensure_host` with this binary.
-pub fn options(idle: Duration) -> HostOptions {
+pub fn options() -> HostOptions {
     HostOptions {
         binary: Some(binary()),
-        idle_timeout: idle,
         // A test process that dies takes its hosts with it.
         owner_pid: Some(std::process::id()),
         ..HostOptions::default()
@@ -80,13 +80,18 @@ impl Host {
         self.dir.path().join("h")
     }
 
+    /// Its Unix socket.
+    pub fn address(&self) -> HostAddress {
+        HostAddress::of_dir(self.path())
+    }
+
     pub fn connect(&self) -> HostClient {
-        HostClient::connect(self.path(), TOKEN).expect("connects")
+        HostClient::connect(&self.address(), TOKEN).expect("connects")
     }
 
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while HostClient::connect(self.path(), TOKEN).is_err() {
+        while HostClient::connect(&self.address(), TOKEN).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "the host never accepted a connection"
