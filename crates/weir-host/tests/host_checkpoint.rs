@@ -478,3 +478,110 @@ fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
     );
     runtime.block_on(job.driver.shutdown());
 }
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                files_under(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// Starts checkpoint `id` of a subtask holding keyed and operator state on
+/// a slow store under `storage`; waits until its upload wrote a file.
+fn start_slow_upload(host: &Host, storage: &std::path::Path, id: CheckpointId) {
+    let mut session = host
+        .connect()
+        .attach(spec("avg", 0, 2, BackendSpec::Heap), Expectation::fresh())
+        .expect("attaches");
+    let state = session.register_state(&count()).expect("registers");
+    let items = session
+        .register_operator_state("offsets", RedistributionMode::Split)
+        .expect("registers");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    let ids = owned_ids(0, 2, 50);
+    session
+        .put_values(state, &keys(&ids), &ints(&vec![Some(1); ids.len()]))
+        .expect("writes");
+    session
+        .set_operator_state(items, vec![b"offset-7".to_vec()])
+        .expect("writes");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+    let mut slow = StorageRef::new(storage.to_string_lossy());
+    slow.options
+        .insert(weir_checkpoint::PUT_DELAY_MS.into(), "1500".into());
+    let reply = session
+        .barrier(BarrierRequest {
+            checkpoint: id,
+            cut: Epoch(1),
+            storage: slow,
+            // Nobody listens there: an ack, if it comes to that, is unanswered.
+            ack: AckTarget {
+                url: "http://127.0.0.1:1".into(),
+                token: "t".into(),
+            },
+        })
+        .expect("the synchronous part succeeds");
+    assert!(reply.started);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while files_under(storage).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upload never wrote"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// Regression: an aborted upload stopped but left the files it had already
+// written (the operator state file, at least), so aborted checkpoints left
+// `chk-N/` directories behind.
+#[test]
+fn an_aborted_checkpoint_leaves_no_files_behind() {
+    let host = Host::start();
+    let storage = tempfile::tempdir().expect("temp dir");
+    start_slow_upload(&host, storage.path(), CheckpointId(3));
+    let canceled = host
+        .connect()
+        .abort_checkpoint(CheckpointId(3))
+        .expect("aborts");
+    assert_eq!(canceled, 1);
+    assert_eq!(files_under(storage.path()), Vec::<std::path::PathBuf>::new());
+    let status = host.connect().status().expect("status");
+    assert_eq!((status.pending_uploads, status.failed_uploads), (0, 1));
+    assert!(
+        status
+            .last_failure
+            .as_ref()
+            .is_some_and(|f| f.contains("aborted") && f.contains("deleted")),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn shutdown_cancels_uploads_and_deletes_their_files() {
+    let mut host = Host::start();
+    let storage = tempfile::tempdir().expect("temp dir");
+    start_slow_upload(&host, storage.path(), CheckpointId(4));
+    host.connect().shutdown().expect("shuts down");
+    assert_eq!(files_under(storage.path()), Vec::<std::path::PathBuf>::new());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = host.child.try_wait().expect("waits") {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the host never exited");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}

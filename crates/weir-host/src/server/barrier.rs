@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use tokio::sync::watch;
-use weir_checkpoint::coordinator::{SubtaskAck, SubtaskDecline, SubtaskMetrics};
+use weir_checkpoint::coordinator::{AckOutcome, SubtaskAck, SubtaskDecline, SubtaskMetrics};
 use weir_checkpoint::{StorageLocation, layout};
 use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
 
@@ -77,7 +77,17 @@ pub(crate) fn take(
     })
 }
 
-/// The asynchronous part of one subtask's checkpoint.
+/// The body of the coordinator's answer to an ack.
+#[derive(serde::Deserialize)]
+struct OutcomeBody {
+    outcome: AckOutcome,
+}
+
+/// The asynchronous part of one subtask's checkpoint. Files it wrote that
+/// no checkpoint will reference (the checkpoint was aborted, the upload
+/// failed, or the coordinator refused the ack) are deleted; only an ack
+/// without an answer leaves them, as the coordinator may have completed the
+/// checkpoint with them.
 struct Background {
     host: Arc<Host>,
     key: UploadKey,
@@ -87,6 +97,17 @@ struct Background {
     sync: Duration,
     key_types: Option<Vec<ValueType>>,
     states: Vec<StateDescriptor>,
+}
+
+/// What became of an ack.
+enum Acked {
+    /// The coordinator counted it (or had already): the files are its now.
+    Kept,
+    /// The coordinator refused it or no longer wants the checkpoint: the
+    /// files belong to nobody.
+    Unwanted(String),
+    /// No answer: the coordinator may still reference the files.
+    Unanswered(String),
 }
 
 impl Background {
@@ -100,19 +121,31 @@ impl Background {
         let failure = match outcome {
             None => {
                 upload.cancel();
-                // Whatever the upload still did, it is not acked: its files go.
+                // Waits until the upload stopped writing, so nothing
+                // appears after the files are deleted.
                 let _ = upload.await;
-                let deleted = self.delete_files().await;
-                eprintln!(
-                    "weir-host: checkpoint {id} of {uid}/{subtask}: upload canceled; {deleted}"
-                );
-                Some(format!("checkpoint {id} of {uid}/{subtask} was aborted"))
+                let message = format!("checkpoint {id} of {uid}/{subtask} was aborted");
+                Some(self.discard(message).await)
             }
-            Some(Ok(upload)) => self.acknowledge(upload).await.err(),
+            Some(Ok(upload)) => {
+                let acked = tokio::select! {
+                    acked = self.acknowledge(upload) => acked,
+                    // Aborted: the coordinator will not complete it, whether
+                    // or not this ack reached it.
+                    _ = cancel.wait_for(|canceled| *canceled) => Acked::Unwanted(format!(
+                        "checkpoint {id} of {uid}/{subtask} was aborted while it was acked"
+                    )),
+                };
+                match acked {
+                    Acked::Kept => None,
+                    Acked::Unwanted(message) => Some(self.discard(message).await),
+                    Acked::Unanswered(message) => Some(message),
+                }
+            }
             Some(Err(err)) => {
                 let message = format!("checkpoint {id} of {uid}/{subtask}: upload failed: {err}");
                 self.decline(id, &uid, subtask, &message).await;
-                Some(message)
+                Some(self.discard(message).await)
             }
         };
         if let Some(message) = &failure {
@@ -121,14 +154,15 @@ impl Background {
         self.host.finish_upload(&self.key, failure);
     }
 
-    /// Deletes every file under the subtask's directory of the checkpoint;
-    /// says what happened, for the log.
-    async fn delete_files(&self) -> String {
+    /// Deletes every file under the subtask's directory of the checkpoint
+    /// (no completed checkpoint names them); returns `why` with what
+    /// happened.
+    async fn discard(&self, why: String) -> String {
         let (id, uid, subtask) = &self.key;
         let dir = layout::subtask_dir(*id, uid, *subtask);
         let root = match self.location.child(&dir) {
             Ok(location) => location.root().clone(),
-            Err(err) => return format!("cannot name its files to delete them: {err}"),
+            Err(err) => return format!("{why}; cannot name its files to delete them: {err}"),
         };
         let store = self.location.store();
         let listed = store.list(Some(&root)).map_ok(|meta| meta.location).boxed();
@@ -138,12 +172,12 @@ impl Background {
             Err(object_store::Error::NotFound { .. }) | Ok(_) => None,
             Err(err) => Some(err),
         }) {
-            None => format!("deleted the {deleted} files it wrote"),
-            Some(err) => format!("deleted {deleted} files, then failed: {err}"),
+            None => format!("{why}; deleted what it wrote ({deleted} files)"),
+            Some(err) => format!("{why}; deleted {deleted} files it wrote, then failed: {err}"),
         }
     }
 
-    async fn acknowledge(&self, upload: SubtaskUpload) -> Result<(), String> {
+    async fn acknowledge(&self, upload: SubtaskUpload) -> Acked {
         let (id, uid, subtask) = self.key.clone();
         let metrics = upload.metrics;
         let body = SubtaskAck {
@@ -160,15 +194,33 @@ impl Background {
             key_types: self.key_types.clone(),
             states: self.states.clone(),
         };
-        let answer = ack::post(&self.ack, "/ack", &body).await?;
-        if answer.status == 200 {
-            eprintln!(
-                "weir-host: checkpoint {id} of {uid}/{subtask} acked: {}",
+        let answer = match ack::post(&self.ack, "/ack", &body).await {
+            Ok(answer) => answer,
+            Err(err) => return Acked::Unanswered(err),
+        };
+        if answer.status != 200 {
+            return Acked::Unwanted(refused(id, &uid, subtask, "ack", &answer));
+        }
+        match serde_json::from_str::<OutcomeBody>(&answer.body).map(|b| b.outcome) {
+            Ok(AckOutcome::Accepted | AckOutcome::Duplicate) => {
+                eprintln!(
+                    "weir-host: checkpoint {id} of {uid}/{subtask} acked: {}",
+                    answer.body
+                );
+                Acked::Kept
+            }
+            Ok(outcome @ (AckOutcome::Unknown | AckOutcome::Discarded)) => {
+                Acked::Unwanted(format!(
+                    "the coordinator no longer takes checkpoint {id} of {uid}/{subtask} \
+                     ({outcome:?})"
+                ))
+            }
+            // An answer of another version: keep the files to be safe.
+            Err(err) => Acked::Unanswered(format!(
+                "the coordinator's answer to the ack of checkpoint {id} of {uid}/{subtask} is \
+                 unreadable ({err}): {}",
                 answer.body
-            );
-            Ok(())
-        } else {
-            Err(refused(id, &uid, subtask, "ack", &answer))
+            )),
         }
     }
 
