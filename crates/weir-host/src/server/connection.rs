@@ -91,8 +91,18 @@ fn shake_hands(host: &Host, reader: &mut BufReader<Transport>) -> Result<bool> {
     let hello = match hello {
         Ok(Some(frame)) => frame,
         Ok(None) => return Ok(false),
+        Err(FrameError::Io(err))
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(HostError::Protocol(format!(
+                "the peer did not complete its handshake within {HANDSHAKE_TIMEOUT:?}"
+            )));
+        }
         Err(FrameError::Io(err)) => {
-            return Err(HostError::io("reading the handshake from", err));
+            return Err(HostError::io("reading the handshake from the peer", err));
         }
         Err(FrameError::Malformed(message)) => {
             let err = HostError::Protocol(format!("in the handshake: {message}"));
