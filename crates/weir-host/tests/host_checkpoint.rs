@@ -556,7 +556,10 @@ fn an_aborted_checkpoint_leaves_no_files_behind() {
         .abort_checkpoint(CheckpointId(3))
         .expect("aborts");
     assert_eq!(canceled, 1);
-    assert_eq!(files_under(storage.path()), Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        files_under(storage.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
     let status = host.connect().status().expect("status");
     assert_eq!((status.pending_uploads, status.failed_uploads), (0, 1));
     assert!(
@@ -574,13 +577,19 @@ fn shutdown_cancels_uploads_and_deletes_their_files() {
     let storage = tempfile::tempdir().expect("temp dir");
     start_slow_upload(&host, storage.path(), CheckpointId(4));
     host.connect().shutdown().expect("shuts down");
-    assert_eq!(files_under(storage.path()), Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        files_under(storage.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = host.child.try_wait().expect("waits") {
             break status;
         }
-        assert!(std::time::Instant::now() < deadline, "the host never exited");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host never exited"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status}");

@@ -107,7 +107,8 @@ fn frames_from_arbitrary_bytes_fail_cleanly() {
             for limits in [FrameLimits::DEFAULT, FrameLimits::HELLO] {
                 if let Ok(Some(frame)) = Frame::read_limited(&mut &bytes[..], &limits) {
                     // What was read is no more than what was sent.
-                    let read = frame.header.len() + frame.payloads.iter().map(Vec::len).sum::<usize>();
+                    let read =
+                        frame.header.len() + frame.payloads.iter().map(Vec::len).sum::<usize>();
                     prop_assert!(read <= bytes.len());
                     let _ = decode_header::<Request>(&frame.header);
                 }

@@ -102,11 +102,14 @@ fn a_payload_that_panics_the_decoder_fails_the_request_not_the_subtask() {
     let host = Host::start();
     epoch_one(&host);
     let bad = panicking_payload();
-    let good_values = payload::encode_values(std::sync::Arc::new(ints(&[Some(9)])))
-        .expect("encodes");
+    let good_values =
+        payload::encode_values(std::sync::Arc::new(ints(&[Some(9)]))).expect("encodes");
     for payloads in [
         vec![bad.clone()],
-        vec![payload::encode_keys(&keys(&[1])).expect("encodes"), bad.clone()],
+        vec![
+            payload::encode_keys(&keys(&[1])).expect("encodes"),
+            bad.clone(),
+        ],
         vec![bad.clone(), good_values],
     ] {
         let mut raw = Raw::authenticated(&host.address());
@@ -114,7 +117,10 @@ fn a_payload_that_panics_the_decoder_fails_the_request_not_the_subtask() {
             spec: spec("avg", 0, 1, BackendSpec::Heap),
             expect: Expectation::fresh(),
         };
-        assert!(matches!(raw.call(&attach, Vec::new()), Some(Reply::Attached { .. })));
+        assert!(matches!(
+            raw.call(&attach, Vec::new()),
+            Some(Reply::Attached { .. })
+        ));
         let register = Request::RegisterState {
             descriptor: count(),
         };
@@ -123,7 +129,10 @@ fn a_payload_that_panics_the_decoder_fails_the_request_not_the_subtask() {
         };
         let reply = raw.call(&Request::PutValues { state: id }, payloads);
         assert!(is_protocol_error(&reply), "{reply:?}");
-        assert!(raw.reply().is_none(), "a protocol error closes the connection");
+        assert!(
+            raw.reply().is_none(),
+            "a protocol error closes the connection"
+        );
     }
     assert_eq!(read_key_one(&host), [Some(5)]);
     let mut status = host.connect();

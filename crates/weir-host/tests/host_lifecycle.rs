@@ -45,7 +45,9 @@ fn concurrent_ensure_host_calls_start_one_host() {
         .collect();
     let pid = answers[0].0;
     assert!(
-        answers.iter().all(|(p, local)| *p == pid && local.pid == pid),
+        answers
+            .iter()
+            .all(|(p, local)| *p == pid && local.pid == pid),
         "one host for all: {answers:?}"
     );
     // A second host for the same directory refuses to run.
@@ -92,7 +94,10 @@ fn ensure_host_refuses_a_host_of_another_token_and_a_missing_binary() {
 /// Writes `value` for key 1 in epoch 1 of subtask `avg/0` and commits.
 fn write_one(client: HostClient, value: i64) {
     let mut session = client
-        .attach(spec("avg", 0, 1, BackendSpec::RocksDb), Expectation::fresh())
+        .attach(
+            spec("avg", 0, 1, BackendSpec::RocksDb),
+            Expectation::fresh(),
+        )
         .expect("attaches");
     let count = session.register_state(&count()).expect("registers");
     session.begin(Epoch(1), Attempt(0), None).expect("begins");
@@ -157,7 +162,11 @@ fn sigterm_and_sigint_end_a_host_cleanly() {
         let status = wait_child(&mut host.child, Duration::from_secs(30)).expect("exits");
         assert_eq!(status.code(), Some(0), "{signal}: {status}");
         for left in [dir.socket(), dir.tcp_address(), dir.work()] {
-            assert!(!left.exists(), "{signal}: {} is left behind", left.display());
+            assert!(
+                !left.exists(),
+                "{signal}: {} is left behind",
+                left.display()
+            );
         }
     }
 }

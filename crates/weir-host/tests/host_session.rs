@@ -11,9 +11,8 @@ use arrow_array::{Array, ArrayRef, Int64Array};
 use host_support::{Host, TOKEN, decoded, int, ints, keys, owned_ids, spec};
 use weir_host::client::HostClient;
 use weir_host::protocol::{
-    HostAddress, JobToken,
-    Expectation, Frame, PROTOCOL_VERSION, Reply, Request, WireError, WireErrorKind, decode_header,
-    encode_header,
+    Expectation, Frame, HostAddress, JobToken, PROTOCOL_VERSION, Reply, Request, WireError,
+    WireErrorKind, decode_header, encode_header,
 };
 use weir_host::{BackendSpec, HostError, NativeAggregate, RemoteErrorKind, SubtaskSession};
 use weir_state::{RedistributionMode, list_items, push_list_item};
@@ -307,7 +306,8 @@ fn a_retried_attempt_on_another_connection_discards_the_failed_one() {
 #[test]
 fn a_wrong_token_is_refused() {
     let host = Host::start();
-    let err = HostClient::connect(&HostAddress::of_dir(host.path()), "not-the-token").expect_err("refused");
+    let err = HostClient::connect(&HostAddress::of_dir(host.path()), "not-the-token")
+        .expect_err("refused");
     assert!(matches!(err, HostError::Unauthorized), "{err}");
     let err = HostClient::connect(&HostAddress::of_dir(host.path()), "").expect_err("refused");
     assert!(matches!(err, HostError::Unauthorized), "{err}");

@@ -45,7 +45,10 @@ fn a_task_on_another_executor_reaches_the_owner_over_tcp() {
     let ids = owned_ids(1, 2, 2000);
     let mut remote = HostClient::connect(&address, TOKEN)
         .expect("connects over TCP")
-        .attach(spec("avg", 1, 2, BackendSpec::RocksDb), Expectation::fresh())
+        .attach(
+            spec("avg", 1, 2, BackendSpec::RocksDb),
+            Expectation::fresh(),
+        )
         .expect("attaches");
     let state = remote.register_state(&count()).expect("registers");
     remote.begin(Epoch(1), Attempt(0), None).expect("begins");
@@ -98,7 +101,10 @@ fn tcp_peers_must_prove_the_token_before_anything_else() {
     ] {
         let mut raw = Raw::connect(&address);
         let reply = raw.call(&first, Vec::new());
-        assert!(refused(&reply, WireErrorKind::Protocol), "{first:?}: {reply:?}");
+        assert!(
+            refused(&reply, WireErrorKind::Protocol),
+            "{first:?}: {reply:?}"
+        );
         assert!(raw.reply().is_none(), "closed after {first:?}");
     }
     for token in ["not-the-token", ""] {
@@ -121,7 +127,8 @@ fn tcp_peers_must_prove_the_token_before_anything_else() {
     raw.send_bytes(&frame).expect("sends");
     assert!(refused(&raw.reply(), WireErrorKind::Protocol));
     let mut raw = Raw::connect(&address);
-    raw.send_bytes(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").expect("sends");
+    raw.send_bytes(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("sends");
     assert!(refused(&raw.reply(), WireErrorKind::Protocol));
     // None of that was served: no state, the generation and host unchanged.
     let mut client = HostClient::connect(&address, TOKEN).expect("the token gets in");
@@ -165,11 +172,13 @@ fn a_new_generation_replaces_the_older_generations_state() {
         .start_generation(1)
         .expect("starts");
     let status = host.connect().status().expect("status");
-    assert_eq!((status.generation, status.subtasks.len()), (1, 0), "{status:?}");
+    assert_eq!(
+        (status.generation, status.subtasks.len()),
+        (1, 0),
+        "{status:?}"
+    );
     // A connection still attached from generation 0 can no longer use it.
-    let err = first
-        .get_values(state, &keys(&[1]))
-        .expect_err("retired");
+    let err = first.get_values(state, &keys(&[1])).expect_err("retired");
     assert!(matches!(err, HostError::StateLost(_)), "{err}");
     drop(first);
     // Once no connection holds them, its working files are gone.
@@ -246,7 +255,10 @@ fn the_driver_shuts_a_host_down_over_tcp_and_the_token_is_never_shown() {
     // Some traffic, a refused peer, an abort of a checkpoint never taken.
     assert!(HostClient::connect(&address, "wrong").is_err());
     let mut control = HostClient::connect(&address, TOKEN).expect("connects");
-    assert_eq!(control.abort_checkpoint(CheckpointId(5)).expect("aborts"), 0);
+    assert_eq!(
+        control.abort_checkpoint(CheckpointId(5)).expect("aborts"),
+        0
+    );
     assert!(!format!("{control:?}").contains(TOKEN));
     control.shutdown().expect("shuts down");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

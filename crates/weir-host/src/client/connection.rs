@@ -229,18 +229,15 @@ impl HostClient {
                 | io::ErrorKind::ConnectionAborted
                 | io::ErrorKind::NotConnected => format!(
                     "state host {} at {} closed the connection (it died or exited): {e}",
-                    self.host_pid,
-                    self.address
+                    self.host_pid, self.address
                 ),
                 io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
                     "state host {} at {} did not answer in time",
-                    self.host_pid,
-                    self.address
+                    self.host_pid, self.address
                 ),
                 _ => format!(
                     "talking to state host {} at {} failed: {e}",
-                    self.host_pid,
-                    self.address
+                    self.host_pid, self.address
                 ),
             },
             FrameError::Malformed(message) => {

@@ -71,7 +71,9 @@ impl FromStr for HostAddress {
         if text.starts_with('/') || text.starts_with('.') {
             return Ok(Self::Unix(PathBuf::from(text)));
         }
-        let port = text.rsplit_once(':').map(|(host, port)| (host, port.parse::<u16>()));
+        let port = text
+            .rsplit_once(':')
+            .map(|(host, port)| (host, port.parse::<u16>()));
         match port {
             Some((host, Ok(_))) if !host.is_empty() => Ok(Self::Tcp(text.to_owned())),
             _ => Err(HostError::InvalidRequest(format!(

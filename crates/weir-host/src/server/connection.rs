@@ -6,15 +6,15 @@ use std::io::BufReader;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::CANCEL_WAIT;
 use super::host::{Host, SharedSlot, SlotKey, Tally, lock_slot};
 use super::op::{Answer, SlotOp, done};
 use super::slot::{Slot, check_attach};
 use super::watchdog::ExitReason;
-use super::CANCEL_WAIT;
 use crate::error::{HostError, Result};
 use crate::protocol::{
-    DeadlineReader, Expectation, Frame, FrameError, FrameLimits, PROTOCOL_VERSION, Reply,
-    Request, RestoreRequest, Transport, WireError, decode_header, encode_header,
+    DeadlineReader, Expectation, Frame, FrameError, FrameLimits, PROTOCOL_VERSION, Reply, Request,
+    RestoreRequest, Transport, WireError, decode_header, encode_header,
 };
 use crate::session::{SubtaskSession, SubtaskSpec};
 
@@ -221,9 +221,8 @@ impl Session {
             None => {
                 check_attach(&spec, None, expect)?;
                 let dir = self.host.slot_dir(&key);
-                self.host.slot_or_open(expect.generation, key, || {
-                    Slot::open(spec.clone(), &dir)
-                })?
+                self.host
+                    .slot_or_open(expect.generation, key, || Slot::open(spec.clone(), &dir))?
             }
         };
         let range = lock_slot(&slot)?.subtask.key_group_range();
@@ -284,4 +283,3 @@ fn check_compatible(held: &SubtaskSpec, wanted: &SubtaskSpec) -> Result<()> {
     }
     Ok(())
 }
-

@@ -47,12 +47,11 @@ impl Listener {
 
     /// Binds `address` (`host:port`, port 0 for any free port).
     pub(super) fn tcp(address: &str) -> Result<Self> {
-        let listener = TcpListener::bind(address).map_err(|err| {
-            HostError::io(format!("listening on TCP address {address}"), err)
+        let listener = TcpListener::bind(address)
+            .map_err(|err| HostError::io(format!("listening on TCP address {address}"), err))?;
+        let bound = listener.local_addr().map_err(|err| {
+            HostError::io(format!("reading the address bound for {address}"), err)
         })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|err| HostError::io(format!("reading the address bound for {address}"), err))?;
         if bound.ip().is_unspecified() {
             eprintln!(
                 "weir-host: listening on every interface ({bound}) as asked; other executors \
