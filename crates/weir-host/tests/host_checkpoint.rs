@@ -6,7 +6,7 @@ mod host_support;
 
 use std::time::Duration;
 
-use host_support::{Host, TOKEN, decoded, ints, keys, owned_ids, spec};
+use host_support::{Host, TOKEN, count, decoded, ints, keys, owned_ids, spec};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use weir_checkpoint::coordinator::{
@@ -23,16 +23,9 @@ use weir_host::protocol::{
 };
 use weir_host::{BackendSpec, HostError, SubtaskSession};
 use weir_state::{RedistributionMode, StateId};
-use weir_types::{
-    Attempt, CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid, StateDescriptor, StateKind,
-    ValueType,
-};
+use weir_types::{Attempt, CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid, ValueType};
 
 const COORDINATOR_TOKEN: &str = "coordinator-token-5e2";
-
-fn count() -> StateDescriptor {
-    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
-}
 
 struct Job {
     driver: CoordinatorDriver<StorageSink>,

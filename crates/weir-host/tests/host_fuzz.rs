@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{ArrayRef, BinaryArray, Int64Array};
-use host_support::{Host, Raw, TOKEN, decoded, eventually, ints, keys, proc_kib, spec};
+use host_support::{
+    Host, Raw, TOKEN, count, eventually, keys, proc_kib, read_epoch_two, spec, write_epoch_one,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use weir_host::protocol::payload::{self, column};
@@ -20,7 +22,6 @@ use weir_host::protocol::{
     encode_header,
 };
 use weir_host::{BackendSpec, MapEntries, SubtaskSession};
-use weir_types::{Attempt, Epoch, StateDescriptor, StateKind, ValueType};
 
 fn cases(quick: u32) -> u32 {
     std::env::var("WEIR_FUZZ_CASES")
@@ -254,18 +255,14 @@ fn attached(host: &Host) -> Raw {
 #[test]
 fn a_live_host_survives_mutated_handshakes_and_requests() {
     let host = Host::start();
-    let count = StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid");
-    let mut session = host
-        .connect()
-        .attach(spec("avg", 0, 1, BackendSpec::Heap), Expectation::fresh())
-        .expect("attaches");
-    let state = session.register_state(&count).expect("registers");
-    session.begin(Epoch(1), Attempt(0), None).expect("begins");
-    session
-        .put_values(state, &keys(&[1]), &ints(&[Some(5)]))
-        .expect("writes");
-    session.commit(Epoch(1), Attempt(0)).expect("commits");
-    drop(session);
+    write_epoch_one(host.connect(), BackendSpec::Heap, 5);
+    let state = {
+        let mut session = host
+            .connect()
+            .attach(spec("avg", 0, 1, BackendSpec::Heap), Expectation::fresh())
+            .expect("attaches");
+        session.register_state(&count()).expect("registers")
+    };
     let pid = host.child.id();
     runner(48)
         .run(&attacks(), |a| {
@@ -275,23 +272,10 @@ fn a_live_host_survives_mutated_handshakes_and_requests() {
         .expect("the host answers or closes every attack");
     // The subtask is neither poisoned nor changed by any of it (no attack
     // began an epoch, so none could write).
-    let after_epoch_1 = Expectation {
-        final_epoch: Some(Epoch(1)),
-        ..Expectation::fresh()
-    };
-    let mut session = host
-        .connect()
-        .attach(spec("avg", 0, 1, BackendSpec::Heap), after_epoch_1)
-        .expect("attaches after the fuzz");
-    let state = session.register_state(&count).expect("registers");
-    session
-        .begin(Epoch(2), Attempt(0), Some(Epoch(1)))
-        .expect("begins");
     assert_eq!(
-        decoded(&session.get_values(state, &keys(&[1])).expect("reads")),
+        read_epoch_two(host.connect(), BackendSpec::Heap).expect("usable after the fuzz"),
         [Some(5)]
     );
-    drop(session);
     let mut status = host.connect();
     assert!(
         eventually(Duration::from_secs(30), || status

@@ -7,17 +7,15 @@ mod host_support;
 use std::time::{Duration, Instant};
 
 use arrow_ipc::reader::StreamReader;
-use host_support::{Host, Raw, TOKEN, decoded, eventually, ints, keys, proc_kib, spec};
+use host_support::{
+    Host, Raw, TOKEN, count, eventually, ints, keys, proc_kib, read_epoch_two, spec,
+    write_epoch_one,
+};
+use weir_host::BackendSpec;
 use weir_host::client::HostClient;
 use weir_host::protocol::{
     Expectation, JobToken, PROTOCOL_VERSION, Reply, Request, WireError, WireErrorKind, payload,
 };
-use weir_host::{BackendSpec, SubtaskSession};
-use weir_types::{Attempt, Epoch, StateDescriptor, StateKind, ValueType};
-
-fn count() -> StateDescriptor {
-    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
-}
 
 /// A well-formed key payload with a few bytes changed so that the Arrow IPC
 /// reader panics on it (the kind of payload a broken or hostile client sends).
@@ -53,37 +51,6 @@ fn panicking_payload() -> Vec<u8> {
     panic!("no mutation made the Arrow reader panic");
 }
 
-/// Epoch 1 of `avg/0` with key 1 = 5, committed.
-fn epoch_one(host: &Host) {
-    let mut session = host
-        .connect()
-        .attach(spec("avg", 0, 1, BackendSpec::Heap), Expectation::fresh())
-        .expect("attaches");
-    let state = session.register_state(&count()).expect("registers");
-    session.begin(Epoch(1), Attempt(0), None).expect("begins");
-    session
-        .put_values(state, &keys(&[1]), &ints(&[Some(5)]))
-        .expect("writes");
-    session.commit(Epoch(1), Attempt(0)).expect("commits");
-}
-
-/// Key 1 of `avg/0` as a task of epoch 2 sees it.
-fn read_key_one(host: &Host) -> Vec<Option<i64>> {
-    let expect = Expectation {
-        final_epoch: Some(Epoch(1)),
-        ..Expectation::fresh()
-    };
-    let mut session = host
-        .connect()
-        .attach(spec("avg", 0, 1, BackendSpec::Heap), expect)
-        .expect("the subtask is still usable");
-    let state = session.register_state(&count()).expect("registers");
-    session
-        .begin(Epoch(2), Attempt(0), Some(Epoch(1)))
-        .expect("begins");
-    decoded(&session.get_values(state, &keys(&[1])).expect("reads"))
-}
-
 fn is_protocol_error(reply: &Option<Reply>) -> bool {
     matches!(
         reply,
@@ -100,7 +67,7 @@ fn is_protocol_error(reply: &Option<Reply>) -> bool {
 #[test]
 fn a_payload_that_panics_the_decoder_fails_the_request_not_the_subtask() {
     let host = Host::start();
-    epoch_one(&host);
+    write_epoch_one(host.connect(), BackendSpec::Heap, 5);
     let bad = panicking_payload();
     let good_values =
         payload::encode_values(std::sync::Arc::new(ints(&[Some(9)]))).expect("encodes");
@@ -134,7 +101,10 @@ fn a_payload_that_panics_the_decoder_fails_the_request_not_the_subtask() {
             "a protocol error closes the connection"
         );
     }
-    assert_eq!(read_key_one(&host), [Some(5)]);
+    assert_eq!(
+        read_epoch_two(host.connect(), BackendSpec::Heap).expect("the subtask is still usable"),
+        [Some(5)]
+    );
     let mut status = host.connect();
     assert!(
         eventually(Duration::from_secs(30), || {

@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier, mpsc};
 use std::time::Duration;
 
-use host_support::{Host, TOKEN, decoded, ints, keys, options, spec, wait_gone};
+use host_support::{
+    Host, TOKEN, ints, keys, options, read_epoch_two, spec, wait_gone, write_epoch_one,
+};
 use weir_host::client::{HostClient, HostOptions, ensure_host};
 use weir_host::protocol::{Expectation, HostAddress, HostDir};
 use weir_host::{BackendSpec, HostError, SubtaskSession};
@@ -91,36 +93,12 @@ fn ensure_host_refuses_a_host_of_another_token_and_a_missing_binary() {
     assert!(err.to_string().contains("/nonexistent/weir-host"), "{err}");
 }
 
-/// Writes `value` for key 1 in epoch 1 of subtask `avg/0` and commits.
 fn write_one(client: HostClient, value: i64) {
-    let mut session = client
-        .attach(
-            spec("avg", 0, 1, BackendSpec::RocksDb),
-            Expectation::fresh(),
-        )
-        .expect("attaches");
-    let count = session.register_state(&count()).expect("registers");
-    session.begin(Epoch(1), Attempt(0), None).expect("begins");
-    session
-        .put_values(count, &keys(&[1]), &ints(&[Some(value)]))
-        .expect("writes");
-    session.commit(Epoch(1), Attempt(0)).expect("commits");
+    write_epoch_one(client, BackendSpec::RocksDb, value);
 }
 
-/// What key 1 of `avg/0` holds for a task of epoch 2.
 fn read_one(client: HostClient) -> weir_host::Result<Vec<Option<i64>>> {
-    let after_epoch_1 = Expectation {
-        final_epoch: Some(Epoch(1)),
-        ..Expectation::fresh()
-    };
-    let mut session = client.attach(spec("avg", 0, 1, BackendSpec::RocksDb), after_epoch_1)?;
-    let count = session.register_state(&count())?;
-    session.begin(Epoch(2), Attempt(0), Some(Epoch(1)))?;
-    Ok(decoded(&session.get_values(count, &keys(&[1]))?))
-}
-
-fn count() -> StateDescriptor {
-    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
+    read_epoch_two(client, BackendSpec::RocksDb)
 }
 
 // Regression: a host exited after a quiet gap of its idle timeout (no

@@ -6,18 +6,14 @@ mod host_support;
 
 use std::time::Duration;
 
-use host_support::{Host, Raw, TOKEN, decoded, eventually, ints, keys, owned_ids, spec};
+use host_support::{Host, Raw, TOKEN, count, decoded, eventually, ints, keys, owned_ids, spec};
 use weir_host::client::HostClient;
 use weir_host::protocol::{
     Expectation, HostAddress, HostDir, JobToken, PROTOCOL_VERSION, Reply, Request, WireError,
     WireErrorKind,
 };
 use weir_host::{BackendSpec, HostError, SubtaskSession};
-use weir_types::{Attempt, CheckpointId, Epoch, StateDescriptor, StateKind, ValueType};
-
-fn count() -> StateDescriptor {
-    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
-}
+use weir_types::{Attempt, CheckpointId, Epoch};
 
 fn tcp_host() -> (Host, HostAddress) {
     let host = Host::start_with(&["--listen", "127.0.0.1:0"]);

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, BinaryArray};
 use weir_host::client::{HOST_TOKEN_ENV, HostClient, HostOptions};
 use weir_host::protocol::{
-    Frame, FrameError, HostAddress, JobToken, PROTOCOL_VERSION, Reply, Request, Transport,
-    decode_header, encode_header,
+    Expectation, Frame, FrameError, HostAddress, JobToken, PROTOCOL_VERSION, Reply, Request,
+    Transport, decode_header, encode_header,
 };
-use weir_host::{BackendSpec, KeyBatch, SubtaskSpec};
+use weir_host::{BackendSpec, KeyBatch, SubtaskSession, SubtaskSpec};
 use weir_types::{
-    KeyGroup, MaxParallelism, OperatorUid, SubtaskIndex, Value, ValueType, decode_value,
-    encode_key, encode_value, key_group_of,
+    Attempt, Epoch, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor, StateKind,
+    SubtaskIndex, Value, ValueType, decode_value, encode_key, encode_value, key_group_of,
 };
 
 pub const TOKEN: &str = "host-test-token-93c1";
@@ -275,4 +275,37 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A value state of int64 counts.
+pub fn count() -> StateDescriptor {
+    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
+}
+
+/// Epoch 1 of `avg/0` (parallelism 1) on `backend`: key 1 set to `value`, committed.
+pub fn write_epoch_one(client: HostClient, backend: BackendSpec, value: i64) {
+    let mut session = client
+        .attach(spec("avg", 0, 1, backend), Expectation::fresh())
+        .expect("attaches");
+    let state = session.register_state(&count()).expect("registers");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    session
+        .put_values(state, &keys(&[1]), &ints(&[Some(value)]))
+        .expect("writes");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+}
+
+/// Key 1 of `avg/0` as the task of epoch 2 (epoch 1 final) sees it.
+pub fn read_epoch_two(
+    client: HostClient,
+    backend: BackendSpec,
+) -> weir_host::Result<Vec<Option<i64>>> {
+    let after_epoch_1 = Expectation {
+        final_epoch: Some(Epoch(1)),
+        ..Expectation::fresh()
+    };
+    let mut session = client.attach(spec("avg", 0, 1, backend), after_epoch_1)?;
+    let state = session.register_state(&count())?;
+    session.begin(Epoch(2), Attempt(0), Some(Epoch(1)))?;
+    Ok(decoded(&session.get_values(state, &keys(&[1]))?))
 }
