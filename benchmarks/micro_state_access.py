@@ -140,11 +140,11 @@ def main() -> None:
                 max_parallelism=128,
                 backend=args.backend,
                 key_types=[value_type(pa.int64())],
+                generation=0,
                 expect_restored_from=None,
                 expect_final_epoch=None,
                 restore=None,
                 host_command=str(host_binary),
-                idle_timeout_s=30.0,
                 owner_pid=os.getpid(),
             )
             host_epoch += 1

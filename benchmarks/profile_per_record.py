@@ -263,11 +263,11 @@ def main() -> None:
             max_parallelism=max_p,
             backend=args.backend,
             key_types=[value_type(pa.int64())],
+            generation=0,
             expect_restored_from=None,
             expect_final_epoch=None,
             restore=None,
             host_command=command(),
-            idle_timeout_s=60.0,
             owner_pid=os.getpid(),
         )
 

@@ -29,11 +29,14 @@ __all__ = [
     "StateLostError",
     "ValueType",
     "WeirError",
+    "abort_host_checkpoint",
     "check_restore",
     "claim_owner",
     "connect_host",
+    "host_address",
     "host_exit_already_running",
     "host_status",
+    "host_status_at",
     "key_group_for_hash",
     "key_group_range",
     "key_groups_of",
@@ -41,7 +44,9 @@ __all__ = [
     "read_checkpoint",
     "restore_tickets",
     "run_host",
+    "shutdown_host",
     "spark_hash",
+    "start_host_generation",
     "subtask_for_key_group",
     "subtasks_for_key_groups",
     "take_barrier",
@@ -154,10 +159,10 @@ def host_exit_already_running() -> int: ...
 def run_host(
     directory: str | PathLike[str],
     token: str,
-    idle_timeout_ms: int,
     owner_pid: int | None = None,
     work_dir: str | PathLike[str] | None = None,
     poll_ms: int = 200,
+    listen: str | None = None,
 ) -> int: ...
 def connect_host(
     directory: str | PathLike[str],
@@ -169,13 +174,24 @@ def connect_host(
     max_parallelism: int,
     backend: str,
     key_types: Sequence[ValueType] | None,
+    generation: int,
     expect_restored_from: int | None,
     expect_final_epoch: int | None,
     restore: RestoreTicket | None,
     host_command: str | PathLike[str],
-    idle_timeout_s: float,
     owner_pid: int | None,
+    listen: str | None = None,
+    owner_address: str | None = None,
 ) -> Session: ...
+def host_address(session: Session) -> str | None: ...
+def shutdown_host(address: str, token: str, *, timeout_s: float = 60.0) -> bool: ...
+def abort_host_checkpoint(
+    address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0
+) -> int: ...
+def start_host_generation(
+    address: str, token: str, generation: int, *, timeout_s: float = 60.0
+) -> None: ...
+def host_status_at(address: str, token: str, *, timeout_s: float = 60.0) -> str: ...
 def take_barrier(
     session: Session,
     checkpoint_id: int,

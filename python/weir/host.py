@@ -1,22 +1,33 @@
-"""The executor-local state host process: ``weir-host`` (or ``python -m weir.host``).
+"""The state host: the ``weir-host`` process (or ``python -m weir.host``) and the driver's controls.
 
-Spark tasks start it on demand (the first task of an executor that needs
-state) through :func:`weir._internal.connect_host`; it serves the keyed and
-operator state of every subtask on the executor over a Unix socket in its
-directory, runs snapshot uploads in the background, and exits when idle or
-when its owner process (the Spark executor) is gone. The serving loop is the
-Rust ``weir_host::server``; Python only parses the command line. The job
-token comes in the ``WEIR_HOST_TOKEN`` environment variable, never on the
-command line (which every user can read).
+Spark tasks start a host on demand (the first task on an executor that needs
+state) through :func:`weir._internal.connect_host`: one host per executor,
+in a directory the caller gives each executor. It serves the keyed and
+operator state of the subtasks it owns over a Unix socket in its directory
+and, when started with ``--listen host:port``, over TCP for tasks on other
+executors (the bound address is written to ``<dir>/address``). It runs
+snapshot uploads in the background and lives as long as its job: it exits
+when its owner process (the Spark executor) is gone, on SIGTERM or SIGINT, or
+when the driver calls :func:`shutdown`, and removes its socket, address file
+and working files on the way out. The serving loop is the Rust
+``weir_host::server``; Python only parses the command line. The job token
+comes in the ``WEIR_HOST_TOKEN`` environment variable, never on the command
+line (which every user can read).
+
+The functions below are the driver's controls of a host it knows the address
+of (a Unix socket path, or ``host:port``); each connects, proves the job token
+and sends one request.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from weir import _internal
 
@@ -37,14 +48,61 @@ def command() -> str:
     return found
 
 
+def owner_address(session: _internal.Session) -> str | None:
+    """Where tasks on other executors reach the state of ``session``'s subtask.
+
+    The TCP address (``host:port``) of the host serving the session, which a
+    task announces to the driver as the owner of its subtask; ``None`` if that
+    host does not listen on TCP.
+    """
+    return _internal.host_address(session)
+
+
+def shutdown(address: str, token: str, *, timeout_s: float = 60.0) -> bool:
+    """Stops the host at ``address``; returns ``False`` if none answers there.
+
+    The host cancels its uploads (deleting the files they wrote) before it
+    answers, then drops its state, removes its files and exits. The driver
+    calls this when a job closes.
+    """
+    return bool(_internal.shutdown_host(address, token, timeout_s=timeout_s))
+
+
+def abort_checkpoint(address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0) -> int:
+    """Cancels the host's uploads of an aborted checkpoint; returns once their files are deleted.
+
+    Returns how many uploads were canceled.
+    """
+    return int(_internal.abort_host_checkpoint(address, token, checkpoint_id, timeout_s=timeout_s))
+
+
+def start_generation(address: str, token: str, generation: int, *, timeout_s: float = 60.0) -> None:
+    """Makes the host serve ``generation`` of the job: it drops older generations' state.
+
+    Tasks carry their generation too, so a host moves on by itself at the first
+    task of a new generation; this frees the old state before that.
+    """
+    _internal.start_host_generation(address, token, generation, timeout_s=timeout_s)
+
+
+def status(address: str, token: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+    """What the host holds and does (its pid, TCP address, generation, subtasks, uploads)."""
+    result: dict[str, Any] = json.loads(_internal.host_status_at(address, token, timeout_s=timeout_s))
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Parses the host's command line and serves until idle or orphaned."""
+    """Parses the host's command line and serves until the owner is gone, a signal, or shutdown."""
     parser = argparse.ArgumentParser(prog="weir-host", description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", required=True, type=Path, help="the host directory (mode 0700)")
-    parser.add_argument("--idle-timeout-millis", type=int, default=600_000)
-    parser.add_argument("--owner-pid", type=int, default=None)
+    parser.add_argument(
+        "--dir", required=True, type=Path, help="the host directory (mode 0700), one per executor"
+    )
+    parser.add_argument("--owner-pid", type=int, default=None, help="exit when this process is gone")
     parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--poll-millis", type=int, default=200)
+    parser.add_argument("--poll-millis", type=int, default=200, help="how often to check the owner")
+    parser.add_argument(
+        "--listen", default=None, help="also listen on TCP at host:port (port 0: any free port)"
+    )
     args = parser.parse_args(argv)
     token = os.environ.get(TOKEN_ENV)
     if not token:
@@ -54,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         _internal.run_host(
             args.dir,
             token,
-            args.idle_timeout_millis,
-            args.owner_pid,
-            args.work_dir,
-            args.poll_millis,
+            owner_pid=args.owner_pid,
+            work_dir=args.work_dir,
+            poll_ms=args.poll_millis,
+            listen=args.listen,
         )
     )
 

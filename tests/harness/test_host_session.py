@@ -12,6 +12,7 @@ import secrets
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ import pytest
 from test_state_types import RECORDS, EveryState, check_outputs
 from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
 
+import weir.host
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir.exceptions import StateError, StateLostError
+from weir.exceptions import StateError, StateLostError, WeirError
 from weir.runtime import KeyedOperatorRunner
 from weir.types import ValueType, value_type
 
@@ -35,15 +37,26 @@ def host_binary() -> Path | None:
 
 @pytest.fixture
 def host_dir() -> Iterator[str]:
-    """A short directory for the host's Unix socket (socket paths are limited to ~100 bytes)."""
+    """A short directory for the host's Unix socket (socket paths are limited to ~100 bytes).
+
+    Hosts live as long as their owner (this test process), so each test's host
+    is shut down when the test ends.
+    """
     with tempfile.TemporaryDirectory(prefix="wh-") as directory:
         yield directory
+        for host in Host.started.pop(directory, []):
+            weir.host.shutdown(str(Path(directory) / "host.sock"), host.token)
 
 
 class Host:
     """Connects tasks of one operator to one state host."""
 
-    def __init__(self, directory: str, backend: str, key_type: pa.DataType) -> None:
+    started: dict[str, list[Host]] = {}
+    """The hosts of each test directory, shut down by the ``host_dir`` fixture."""
+
+    def __init__(
+        self, directory: str, backend: str, key_type: pa.DataType, listen: str | None = None
+    ) -> None:
         binary = host_binary()
         if binary is None:
             pytest.skip("the weir-host binary is not built: cargo build --release -p weir-host")
@@ -52,8 +65,16 @@ class Host:
         self.backend = backend
         self.key_types: list[ValueType] = [value_type(key_type)]
         self.token = secrets.token_hex(16)
+        self.listen = listen
+        Host.started.setdefault(directory, []).append(self)
 
-    def session(self, final_epoch: int | None, subtask: int = 0, parallelism: int = 1) -> Any:
+    def session(
+        self,
+        final_epoch: int | None,
+        subtask: int = 0,
+        parallelism: int = 1,
+        owner_address: str | None = None,
+    ) -> Any:
         return _internal.connect_host(
             self.directory,
             self.token,
@@ -63,12 +84,14 @@ class Host:
             max_parallelism=128,
             backend=self.backend,
             key_types=self.key_types,
+            generation=0,
             expect_restored_from=None,
             expect_final_epoch=final_epoch,
             restore=None,
             host_command=str(self.binary),
-            idle_timeout_s=30.0,
             owner_pid=os.getpid(),
+            listen=self.listen,
+            owner_address=owner_address,
         )
 
 
@@ -158,3 +181,77 @@ class Counter(KeyedProcessFunction):
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         self.count.update((self.count.value() or 0) + value[1])
         return iter(())
+
+
+def run_count(session: Any, epoch: int, records: list[tuple[int, int]]) -> None:
+    run_task(session, Counter(), epoch, lambda r: r.process(records, [k for k, _ in records]))
+
+
+def count_of(session: Any, epoch: int, key: int) -> Any:
+    return run_task(session, Counter(), epoch, lambda r: r.read_keyed_state("count", key))
+
+
+def test_a_task_on_another_executor_uses_the_owner_over_tcp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Two executors: each has its own host directory; the host of the first owns the subtask.
+    first = Host(str(tmp_path_factory.mktemp("wh")), "heap", pa.int64(), listen="127.0.0.1:0")
+    owner_session = first.session(None)
+    run_count(owner_session, 1, [(1, 2), (2, 3), (1, 4)])
+    owner = _internal.host_address(owner_session)
+    assert owner is not None and owner.startswith("127.0.0.1:")
+    assert (Path(first.directory) / "address").read_text() == owner
+    second_dir = str(tmp_path_factory.mktemp("wh"))
+    second = Host(second_dir, "heap", pa.int64(), listen="127.0.0.1:0")
+    second.token = first.token
+    remote = second.session(1, owner_address=owner)
+    assert _internal.host_address(remote) == owner
+    assert count_of(remote, 2, 1) == 6
+    # The owner was only connected to: the second executor started no host.
+    assert not (Path(second_dir) / "host.sock").exists()
+    # The owner's own executor reaches it over its Unix socket, even when told its TCP address.
+    assert count_of(first.session(2, owner_address=owner), 3, 2) == 3
+    assert weir.host.shutdown(owner, first.token)
+    Host.started[first.directory].clear()
+
+
+def test_an_unreachable_owner_is_state_lost(host_dir: str) -> None:
+    host = Host(host_dir, "heap", pa.int64())
+    with pytest.raises(StateLostError, match="unreachable"):
+        host.session(1, owner_address="127.0.0.1:1")
+
+
+def test_the_driver_controls_a_host_by_address(host_dir: str) -> None:
+    host = Host(host_dir, "heap", pa.int64(), listen="127.0.0.1:0")
+    run_count(host.session(None), 1, [(1, 1)])
+    address = (Path(host_dir) / "address").read_text()
+    status = weir.host.status(address, host.token)
+    assert (status["tcp_address"], status["generation"], len(status["subtasks"])) == (address, 0, 1)
+    assert host.token not in repr(status)
+    with pytest.raises(WeirError, match="wrong job token"):
+        weir.host.status(address, "not-the-token")
+    assert weir.host.abort_checkpoint(address, host.token, 7) == 0
+    # A new generation drops the old one's state and refuses its tasks.
+    weir.host.start_generation(address, host.token, 1)
+    assert weir.host.status(address, host.token)["subtasks"] == []
+    with pytest.raises(StateLostError, match="generation"):
+        host.session(None)
+    pid = weir.host.status(address, host.token)["pid"]
+    assert weir.host.shutdown(address, host.token)
+    assert not weir.host.shutdown(address, host.token), "nobody answers any more"
+    assert _exits(pid)
+    assert not (Path(host_dir) / "host.sock").exists()
+    assert not (Path(host_dir) / "address").exists()
+    Host.started[host_dir].clear()
+
+
+def _exits(pid: int, limit_s: float = 30.0) -> bool:
+    """Whether process ``pid`` exits (or only waits to be reaped) within ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.02)
+    return False

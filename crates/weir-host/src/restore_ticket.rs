@@ -70,9 +70,9 @@ impl RestoreTicket {
         self.subtask
     }
 
-    /// The request that restores the subtask `spec` describes; fails if the
-    /// ticket is another subtask's.
-    pub fn request(&self, spec: SubtaskSpec) -> Result<RestoreRequest> {
+    /// The request that restores the subtask `spec` describes in generation
+    /// `generation` of the job; fails if the ticket is another subtask's.
+    pub fn request(&self, spec: SubtaskSpec, generation: u64) -> Result<RestoreRequest> {
         if spec.subtask != self.subtask {
             return Err(HostError::InvalidRequest(format!(
                 "the restore ticket is subtask {}'s, not subtask {}'s: hand each task its own \
@@ -82,6 +82,7 @@ impl RestoreTicket {
         }
         Ok(RestoreRequest {
             spec,
+            generation,
             restored_from: self.restored_from,
             cut: self.cut,
             storage: self.storage.clone(),

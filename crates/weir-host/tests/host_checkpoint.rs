@@ -6,7 +6,7 @@ mod host_support;
 
 use std::time::Duration;
 
-use host_support::{Host, TOKEN, decoded, ints, keys, owned_ids, spec};
+use host_support::{Host, TOKEN, count, decoded, ints, keys, owned_ids, spec};
 use tokio::runtime::Runtime;
 use weir_checkpoint::coordinator::{CheckpointConfig, EpochCut};
 use weir_checkpoint::{
@@ -15,19 +15,14 @@ use weir_checkpoint::{
 };
 use weir_coordinator::{CoordinatorDriver, DriverEvent, DriverOptions, JobToken, ServerOptions};
 use weir_host::client::{HostClient, RemoteSession};
-use weir_host::protocol::{AckTarget, BarrierRequest, Expectation, RestoreRequest, StorageRef};
+use weir_host::protocol::{
+    AckTarget, BarrierRequest, Expectation, HostAddress, RestoreRequest, StorageRef,
+};
 use weir_host::{BackendSpec, HostError, SubtaskSession};
 use weir_state::{RedistributionMode, StateId};
-use weir_types::{
-    Attempt, CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid, StateDescriptor, StateKind,
-    ValueType,
-};
+use weir_types::{Attempt, CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid, ValueType};
 
 const COORDINATOR_TOKEN: &str = "coordinator-token-5e2";
-
-fn count() -> StateDescriptor {
-    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
-}
 
 struct Job {
     driver: CoordinatorDriver,
@@ -186,6 +181,7 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             .attach(
                 spec("avg", subtask, 2, backends[subtask as usize].clone()),
                 Expectation {
+                    generation: 0,
                     restored_from: None,
                     final_epoch: Some(cut),
                 },
@@ -253,6 +249,7 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             let spec = spec("avg", subtask, parallelism, BackendSpec::RocksDb);
             let request = RestoreRequest::new(
                 spec.clone(),
+                0,
                 id,
                 cut,
                 StorageRef::new(job_dir.clone()),
@@ -277,21 +274,23 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             session.commit(Epoch(4), Attempt(0)).expect("commits");
             drop(session);
             // Later tasks attach with the restore as their expectation.
-            HostClient::connect(fresh.path(), TOKEN)
+            HostClient::connect(&HostAddress::of_dir(fresh.path()), TOKEN)
                 .expect("connects")
                 .attach(
                     spec.clone(),
                     Expectation {
+                        generation: 0,
                         restored_from: Some(id),
                         final_epoch: Some(Epoch(4)),
                     },
                 )
                 .expect("attaches to the restored state");
-            let err = HostClient::connect(fresh.path(), TOKEN)
+            let err = HostClient::connect(&HostAddress::of_dir(fresh.path()), TOKEN)
                 .expect("connects")
                 .attach(
                     spec,
                     Expectation {
+                        generation: 0,
                         restored_from: None,
                         final_epoch: Some(Epoch(4)),
                     },
@@ -478,4 +477,120 @@ fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
     runtime
         .block_on(job.driver.shutdown(false))
         .expect("shuts down");
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                files_under(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// Starts checkpoint `id` of a subtask holding keyed and operator state on
+/// a slow store under `storage`; waits until its upload wrote a file.
+fn start_slow_upload(host: &Host, storage: &std::path::Path, id: CheckpointId) {
+    let mut session = host
+        .connect()
+        .attach(spec("avg", 0, 2, BackendSpec::Heap), Expectation::fresh())
+        .expect("attaches");
+    let state = session.register_state(&count()).expect("registers");
+    let items = session
+        .register_operator_state("offsets", RedistributionMode::Split)
+        .expect("registers");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    let ids = owned_ids(0, 2, 50);
+    session
+        .put_values(state, &keys(&ids), &ints(&vec![Some(1); ids.len()]))
+        .expect("writes");
+    session
+        .set_operator_state(items, vec![b"offset-7".to_vec()])
+        .expect("writes");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+    let mut slow = StorageRef::new(storage.to_string_lossy());
+    slow.options
+        .insert(weir_checkpoint::PUT_DELAY_MS.into(), "1500".into());
+    let reply = session
+        .barrier(BarrierRequest {
+            checkpoint: id,
+            cut: Epoch(1),
+            storage: slow,
+            // Nobody listens there: an ack, if it comes to that, is unanswered.
+            ack: AckTarget {
+                url: "http://127.0.0.1:1".into(),
+                token: "t".into(),
+            },
+        })
+        .expect("the synchronous part succeeds");
+    assert!(reply.started);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while files_under(storage).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upload never wrote"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// Regression: an aborted upload stopped but left the files it had already
+// written (the operator state file, at least), so aborted checkpoints left
+// `chk-N/` directories behind.
+#[test]
+fn an_aborted_checkpoint_leaves_no_files_behind() {
+    let host = Host::start();
+    let storage = tempfile::tempdir().expect("temp dir");
+    start_slow_upload(&host, storage.path(), CheckpointId(3));
+    let canceled = host
+        .connect()
+        .abort_checkpoint(CheckpointId(3))
+        .expect("aborts");
+    assert_eq!(canceled, 1);
+    assert_eq!(
+        files_under(storage.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    let status = host.connect().status().expect("status");
+    assert_eq!((status.pending_uploads, status.failed_uploads), (0, 1));
+    assert!(
+        status
+            .last_failure
+            .as_ref()
+            .is_some_and(|f| f.contains("aborted") && f.contains("deleted")),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn shutdown_cancels_uploads_and_deletes_their_files() {
+    let mut host = Host::start();
+    let storage = tempfile::tempdir().expect("temp dir");
+    start_slow_upload(&host, storage.path(), CheckpointId(4));
+    host.connect().shutdown().expect("shuts down");
+    assert_eq!(
+        files_under(storage.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = host.child.try_wait().expect("waits") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host never exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
 }

@@ -1,6 +1,7 @@
 //! The host process's life: started on demand (once, under concurrency),
-//! gone when idle or when its owner is, and a killed host surfacing as
-//! `StateLost` at once.
+//! one per executor directory, alive through quiet gaps, gone with its
+//! owner, on SIGTERM/SIGINT or Shutdown (leaving no files), and a killed
+//! host surfacing as `StateLost` at once.
 
 mod host_support;
 
@@ -8,9 +9,11 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier, mpsc};
 use std::time::Duration;
 
-use host_support::{Host, TOKEN, ints, keys, options, spec, wait_gone};
+use host_support::{
+    Host, TOKEN, ints, keys, options, read_epoch_two, spec, wait_gone, write_epoch_one,
+};
 use weir_host::client::{HostClient, HostOptions, ensure_host};
-use weir_host::protocol::{Expectation, HostDir};
+use weir_host::protocol::{Expectation, HostAddress, HostDir};
 use weir_host::{BackendSpec, HostError, SubtaskSession};
 use weir_types::{Attempt, Epoch, StateDescriptor, StateKind, ValueType};
 
@@ -32,30 +35,23 @@ fn concurrent_ensure_host_calls_start_one_host() {
             let (dir, start) = (dir.clone(), Arc::clone(&start));
             std::thread::spawn(move || {
                 start.wait();
-                let socket =
-                    ensure_host(&dir, TOKEN, &options(Duration::from_secs(60))).expect("a host");
-                HostClient::connect(&dir, TOKEN)
-                    .expect("connects")
-                    .host_pid()
-                    .to_string()
-                    + "@"
-                    + &socket.display().to_string()
+                let local = ensure_host(&dir, TOKEN, &options()).expect("a host");
+                let connected = HostClient::connect(&local.address, TOKEN).expect("connects");
+                (connected.host_pid(), local)
             })
         })
         .collect();
-    let answers: Vec<String> = callers
+    let answers: Vec<_> = callers
         .into_iter()
         .map(|c| c.join().expect("caller succeeded"))
         .collect();
+    let pid = answers[0].0;
     assert!(
-        answers.iter().all(|a| a == &answers[0]),
+        answers
+            .iter()
+            .all(|(p, local)| *p == pid && local.pid == pid),
         "one host for all: {answers:?}"
     );
-    let pid: u32 = answers[0]
-        .split('@')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("pid");
     // A second host for the same directory refuses to run.
     let second = Command::new(host_support::binary())
         .arg("--dir")
@@ -74,12 +70,7 @@ fn concurrent_ensure_host_calls_start_one_host() {
         &std::fs::metadata(&dir).expect("exists").permissions(),
     );
     assert_eq!(mode & 0o777, 0o700);
-    assert_eq!(
-        HostClient::connect(&dir, TOKEN)
-            .expect("connects")
-            .host_pid(),
-        pid
-    );
+    assert_eq!(connect(&dir).host_pid(), pid);
     kill(pid);
     assert!(wait_gone(pid, Duration::from_secs(30)));
 }
@@ -87,12 +78,8 @@ fn concurrent_ensure_host_calls_start_one_host() {
 #[test]
 fn ensure_host_refuses_a_host_of_another_token_and_a_missing_binary() {
     let (_tmp, dir) = host_dir();
-    ensure_host(&dir, TOKEN, &options(Duration::from_secs(60))).expect("a host");
-    let pid = HostClient::connect(&dir, TOKEN)
-        .expect("connects")
-        .host_pid();
-    let err =
-        ensure_host(&dir, "other-run", &options(Duration::from_secs(60))).expect_err("wrong token");
+    let pid = ensure_host(&dir, TOKEN, &options()).expect("a host").pid;
+    let err = ensure_host(&dir, "other-run", &options()).expect_err("wrong token");
     assert!(matches!(err, HostError::Unauthorized), "{err}");
     kill(pid);
     assert!(wait_gone(pid, Duration::from_secs(30)));
@@ -106,41 +93,110 @@ fn ensure_host_refuses_a_host_of_another_token_and_a_missing_binary() {
     assert!(err.to_string().contains("/nonexistent/weir-host"), "{err}");
 }
 
+fn write_one(client: HostClient, value: i64) {
+    write_epoch_one(client, BackendSpec::RocksDb, value);
+}
+
+fn read_one(client: HostClient) -> weir_host::Result<Vec<Option<i64>>> {
+    read_epoch_two(client, BackendSpec::RocksDb)
+}
+
+// Regression: a host exited after a quiet gap of its idle timeout (no
+// connection, no upload) and took the job's state with it. Hosts now have
+// no idle timeout at all; they end with their owner, a signal or Shutdown.
 #[test]
-fn an_idle_host_exits_and_the_next_caller_starts_a_new_one() {
+fn a_quiet_host_keeps_its_state_until_told_to_shut_down() {
     let (_tmp, dir) = host_dir();
-    let socket = ensure_host(&dir, TOKEN, &options(Duration::from_millis(300))).expect("a host");
-    let mut client = HostClient::connect(&dir, TOKEN).expect("connects");
-    let pid = client.host_pid();
-    // An open connection keeps it alive well past the idle timeout.
-    std::thread::sleep(Duration::from_millis(900));
-    client.status().expect("still serving");
-    drop(client);
-    assert!(
-        wait_gone(pid, Duration::from_secs(30)),
-        "the idle host exits"
-    );
-    assert!(!socket.exists(), "its socket is removed");
-    assert!(!HostDir::new(&dir).work().exists(), "its working files too");
-    ensure_host(&dir, TOKEN, &options(Duration::from_secs(60))).expect("a new host");
-    let new_pid = HostClient::connect(&dir, TOKEN)
-        .expect("connects")
-        .host_pid();
-    assert_ne!(new_pid, pid);
-    // The new host lost the old state and says so.
-    let err = HostClient::connect(&dir, TOKEN)
-        .expect("connects")
-        .attach(
-            spec("avg", 0, 1, BackendSpec::Heap),
-            Expectation {
-                restored_from: None,
-                final_epoch: Some(Epoch(4)),
-            },
-        )
-        .expect_err("state lost");
+    let local = ensure_host(&dir, TOKEN, &options()).expect("a host");
+    write_one(connect(&dir), 42);
+    // No connection at all for many times the owner check interval.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(read_one(connect(&dir)).expect("still held"), [Some(42)]);
+    let host_dir = HostDir::new(&dir);
+    assert!(host_dir.work().exists(), "RocksDB files while serving");
+    connect(&dir).shutdown().expect("shuts down");
+    assert!(wait_gone(local.pid, Duration::from_secs(30)), "it exits");
+    assert!(!host_dir.socket().exists(), "its socket is removed");
+    assert!(!host_dir.work().exists(), "its working files too");
+    // The next task starts a new host, which knows it lost the state.
+    let again = ensure_host(&dir, TOKEN, &options()).expect("a new host");
+    assert_ne!(again.pid, local.pid);
+    let err = read_one(connect(&dir)).expect_err("state lost");
     assert!(matches!(err, HostError::StateLost(_)), "{err}");
-    kill(new_pid);
-    assert!(wait_gone(new_pid, Duration::from_secs(30)));
+    connect(&dir).shutdown().expect("shuts down");
+    assert!(wait_gone(again.pid, Duration::from_secs(30)));
+}
+
+// Regression: without a SIGTERM handler the socket (and the working files)
+// stayed behind when a host was terminated.
+#[test]
+fn sigterm_and_sigint_end_a_host_cleanly() {
+    for signal in ["-TERM", "-INT"] {
+        let mut host = Host::start_with(&["--listen", "127.0.0.1:0"]);
+        write_one(host.connect(), 7);
+        let dir = HostDir::new(host.path());
+        assert!(dir.tcp_address().exists() && dir.work().exists());
+        send(signal, host.child.id());
+        let status = wait_child(&mut host.child, Duration::from_secs(30)).expect("exits");
+        assert_eq!(status.code(), Some(0), "{signal}: {status}");
+        for left in [dir.socket(), dir.tcp_address(), dir.work()] {
+            assert!(
+                !left.exists(),
+                "{signal}: {} is left behind",
+                left.display()
+            );
+        }
+    }
+}
+
+// Regression (leaks): a host that failed after binding its socket left the
+// socket behind.
+#[test]
+fn a_host_that_fails_to_start_leaves_nothing_behind() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let address = taken.local_addr().expect("bound").to_string();
+    let (_tmp, dir) = host_dir();
+    let out = Command::new(host_support::binary())
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--listen", &address])
+        .env(weir_host::client::HOST_TOKEN_ENV, TOKEN)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&address),
+        "says which address: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let host_dir = HostDir::new(&dir);
+    for left in [host_dir.socket(), host_dir.tcp_address(), host_dir.work()] {
+        assert!(!left.exists(), "{} is left behind", left.display());
+    }
+}
+
+#[test]
+fn each_executor_directory_gets_its_own_host() {
+    let (_a, first) = host_dir();
+    let (_b, second) = host_dir();
+    let listen = HostOptions {
+        listen: Some("127.0.0.1:0".into()),
+        ..options()
+    };
+    let one = ensure_host(&first, TOKEN, &listen).expect("a host");
+    let two = ensure_host(&second, TOKEN, &listen).expect("another host");
+    assert_ne!(one.pid, two.pid);
+    assert_ne!(one.tcp_address, two.tcp_address);
+    // The same subtask in both, apart.
+    write_one(connect(&first), 1);
+    write_one(connect(&second), 2);
+    assert_eq!(read_one(connect(&first)).expect("held"), [Some(1)]);
+    assert_eq!(read_one(connect(&second)).expect("held"), [Some(2)]);
+    for (dir, pid) in [(&first, one.pid), (&second, two.pid)] {
+        connect(dir).shutdown().expect("shuts down");
+        assert!(wait_gone(pid, Duration::from_secs(30)));
+    }
 }
 
 #[test]
@@ -215,15 +271,23 @@ fn a_host_killed_mid_batch_surfaces_as_state_lost_at_once() {
         .expect_err("still lost");
     assert!(matches!(err, HostError::StateLost(_)), "{err}");
     // Connecting again finds no host.
-    assert!(HostClient::connect(host.path(), TOKEN).is_err());
+    assert!(HostClient::connect(&host.address(), TOKEN).is_err());
 }
 
 fn kill(pid: u32) {
+    send("-KILL", pid);
+}
+
+fn send(signal: &str, pid: u32) {
     let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
+        .args([signal, &pid.to_string()])
         .status()
         .expect("runs kill");
     assert!(status.success());
+}
+
+fn connect(dir: &std::path::Path) -> HostClient {
+    HostClient::connect(&HostAddress::of_dir(dir), TOKEN).expect("connects")
 }
 
 fn wait_child(

@@ -11,8 +11,8 @@ use arrow_array::{Array, ArrayRef, Int64Array};
 use host_support::{Host, TOKEN, decoded, int, ints, keys, owned_ids, spec};
 use weir_host::client::HostClient;
 use weir_host::protocol::{
-    Expectation, Frame, PROTOCOL_VERSION, Reply, Request, WireError, WireErrorKind, decode_header,
-    encode_header,
+    Expectation, Frame, HostAddress, JobToken, PROTOCOL_VERSION, Reply, Request, WireError,
+    WireErrorKind, decode_header, encode_header,
 };
 use weir_host::{BackendSpec, HostError, NativeAggregate, RemoteErrorKind, SubtaskSession};
 use weir_state::{RedistributionMode, list_items, push_list_item};
@@ -233,6 +233,7 @@ fn every_state_kind_round_trips_through_the_host() {
             .attach(
                 spec(&uid, 0, 1, backend.clone()),
                 Expectation {
+                    generation: 0,
                     restored_from: None,
                     final_epoch: Some(Epoch(1)),
                 },
@@ -305,12 +306,13 @@ fn a_retried_attempt_on_another_connection_discards_the_failed_one() {
 #[test]
 fn a_wrong_token_is_refused() {
     let host = Host::start();
-    let err = HostClient::connect(host.path(), "not-the-token").expect_err("refused");
+    let err = HostClient::connect(&HostAddress::of_dir(host.path()), "not-the-token")
+        .expect_err("refused");
     assert!(matches!(err, HostError::Unauthorized), "{err}");
-    let err = HostClient::connect(host.path(), "").expect_err("refused");
+    let err = HostClient::connect(&HostAddress::of_dir(host.path()), "").expect_err("refused");
     assert!(matches!(err, HostError::Unauthorized), "{err}");
     // The right token still gets in.
-    HostClient::connect(host.path(), TOKEN).expect("connects");
+    HostClient::connect(&HostAddress::of_dir(host.path()), TOKEN).expect("connects");
 }
 
 #[test]
@@ -319,10 +321,12 @@ fn a_host_without_the_expected_state_answers_state_lost() {
     let s = spec("lost", 0, 1, BackendSpec::Heap);
     for expect in [
         Expectation {
+            generation: 0,
             restored_from: None,
             final_epoch: Some(Epoch(3)),
         },
         Expectation {
+            generation: 0,
             restored_from: Some(CheckpointId(2)),
             final_epoch: Some(Epoch(5)),
         },
@@ -347,6 +351,7 @@ fn a_host_without_the_expected_state_answers_state_lost() {
         .attach(
             s.clone(),
             Expectation {
+                generation: 0,
                 restored_from: None,
                 final_epoch: Some(Epoch(2)),
             },
@@ -399,7 +404,7 @@ fn the_protocol_refuses_out_of_order_and_foreign_requests() {
         &mut stream,
         &Request::Hello {
             version: PROTOCOL_VERSION + 1,
-            token: TOKEN.into(),
+            token: JobToken::new(TOKEN),
         },
     );
     assert!(
@@ -418,7 +423,7 @@ fn the_protocol_refuses_out_of_order_and_foreign_requests() {
         &mut stream,
         &Request::Hello {
             version: PROTOCOL_VERSION,
-            token: TOKEN.into(),
+            token: JobToken::new(TOKEN),
         },
     );
     assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
@@ -454,7 +459,7 @@ fn two_clients_serve_different_subtasks_at_once() {
         .map(|subtask| {
             let path = path.clone();
             std::thread::spawn(move || {
-                let mut s = HostClient::connect(&path, TOKEN)
+                let mut s = HostClient::connect(&HostAddress::of_dir(&path), TOKEN)
                     .expect("connects")
                     .attach(
                         spec("pair", subtask, 2, BackendSpec::RocksDb),

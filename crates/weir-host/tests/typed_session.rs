@@ -254,12 +254,12 @@ fn restore_tickets_restore_each_subtask_at_a_new_parallelism() {
             backend: BackendSpec::Heap,
             key_types: None,
         };
-        let request = ticket.request(spec.clone()).expect("its own subtask");
+        let request = ticket.request(spec.clone(), 0).expect("its own subtask");
         assert_eq!(request.restored_from, ticket.restored_from());
         let wrong = weir_host::SubtaskSpec {
             subtask: weir_types::SubtaskIndex((index as u32 + 1) % 3),
             ..spec
         };
-        assert!(ticket.request(wrong).is_err());
+        assert!(ticket.request(wrong, 0).is_err());
     }
 }

@@ -1,8 +1,10 @@
-//! The executor-local state host from Python: running a host process
-//! (`python -m weir.host`), and sessions of Spark tasks on one.
+//! The state host from Python: running a host process (`weir-host`),
+//! sessions of Spark tasks on their subtask's owner (local or over TCP), and
+//! the driver's control requests (shutdown, checkpoint abort, generation,
+//! status).
 //!
 //! Glue only: `weir_host::server` serves, `weir_host::client` connects,
-//! attaches, restores and takes barriers.
+//! attaches, restores, takes barriers and sends control requests.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +12,10 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use weir_checkpoint::StorageOptions;
 use weir_host::client::{HostClient, HostOptions, ensure_host};
-use weir_host::protocol::{AckTarget, BarrierRequest, Expectation, HostDir, StorageRef};
+use weir_host::protocol::{
+    AckTarget, BarrierRequest, Expectation, HostAddress, HostDir, HostStatus, JobToken,
+    StorageRef,
+};
 use weir_host::server::{HostConfig, StartError, run};
 use weir_host::{HostError, SubtaskSpec};
 use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
@@ -26,28 +31,29 @@ pub(crate) fn host_exit_already_running() -> i32 {
     weir_host::client::EXIT_ALREADY_RUNNING
 }
 
-/// Serves state on the Unix socket in `directory` until idle for
-/// `idle_timeout_ms` or until process `owner_pid` is gone (blocks, without
-/// the GIL). Returns the process exit code: 0, or
-/// `host_exit_already_running()` when another host serves the directory.
+/// Serves state on the Unix socket in `directory` (and on TCP at `listen`,
+/// `host:port`, port 0 for any free one) until process `owner_pid` is gone,
+/// SIGTERM/SIGINT, or an authenticated shutdown (blocks, without the GIL).
+/// Returns the process exit code: 0, or `host_exit_already_running()` when
+/// another host serves the directory.
 #[pyfunction]
-#[pyo3(signature = (directory, token, idle_timeout_ms, owner_pid = None, work_dir = None, poll_ms = 200))]
+#[pyo3(signature = (directory, token, owner_pid = None, work_dir = None, poll_ms = 200, listen = None))]
 pub(crate) fn run_host(
     py: Python<'_>,
     directory: PathBuf,
     token: String,
-    idle_timeout_ms: u64,
     owner_pid: Option<u32>,
     work_dir: Option<PathBuf>,
     poll_ms: u64,
+    listen: Option<String>,
 ) -> PyResult<i32> {
     let config = HostConfig {
         dir: HostDir::new(directory),
-        token,
-        idle_timeout: Duration::from_millis(idle_timeout_ms),
+        token: JobToken::new(token),
         owner_pid,
         work_dir,
         poll_interval: Duration::from_millis(poll_ms.max(1)),
+        listen,
     };
     match py.detach(|| run(config)) {
         Ok(_) => Ok(0),
@@ -56,22 +62,29 @@ pub(crate) fn run_host(
     }
 }
 
-/// Connects a Spark task to the state host serving `directory` (starting
-/// one with `host_command` if none answers) and attaches subtask `subtask`
-/// of operator `uid`.
+/// Connects a Spark task to the state host that owns subtask `subtask` of
+/// operator `uid` and attaches it.
 ///
-/// The task expects the subtask's state to come from checkpoint
-/// `expect_restored_from` (`None`: the job started empty) and to be final at
-/// `expect_final_epoch`. A host without that state answers `StateLostError`,
-/// unless `restore` (the subtask's ticket from `restore_tickets`) is given
-/// and the state starts at its cut: then the host restores it from storage.
-/// The key columns' types may be `None` only for a task that accesses no
-/// keyed state.
+/// `directory` is this executor's host directory (one per executor); its
+/// host is started with `host_command` if none answers, listening on TCP
+/// at `listen` (`host:port`, the executor's address, port 0 for any) when
+/// given. `owner_address` is the owner's TCP address when the driver knows
+/// one; `None`, or this executor's own host's address, means the local host.
+/// A remote owner is never started, only connected to; an unreachable one
+/// is `StateLostError`.
+///
+/// The task belongs to generation `generation` of the job and expects the
+/// subtask's state to come from checkpoint `expect_restored_from` (`None`:
+/// the job started empty) and to be final at `expect_final_epoch`. A host
+/// without that state answers `StateLostError`, unless `restore` (the
+/// subtask's ticket from `restore_tickets`) is given and the state starts at
+/// its cut: then the host restores it from storage. The key columns' types
+/// may be `None` only for a task that accesses no keyed state.
 #[pyfunction]
 #[pyo3(signature = (
     directory, token, *, uid, subtask, parallelism, max_parallelism, backend, key_types,
-    expect_restored_from, expect_final_epoch, restore, host_command, idle_timeout_s,
-    owner_pid
+    generation, expect_restored_from, expect_final_epoch, restore, host_command, owner_pid,
+    listen = None, owner_address = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect_host(
@@ -84,12 +97,14 @@ pub(crate) fn connect_host(
     max_parallelism: u32,
     backend: &str,
     key_types: Option<Vec<PyRef<'_, PyValueType>>>,
+    generation: u64,
     expect_restored_from: Option<u64>,
     expect_final_epoch: Option<u64>,
     restore: Option<PyRef<'_, PyRestoreTicket>>,
     host_command: PathBuf,
-    idle_timeout_s: f64,
     owner_pid: Option<u32>,
+    listen: Option<String>,
+    owner_address: Option<&str>,
 ) -> PyResult<PySession> {
     let max_parallelism = MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?;
     let key_types = key_types.map(|types| types.iter().map(|t| t.inner.clone()).collect());
@@ -102,24 +117,26 @@ pub(crate) fn connect_host(
         key_types,
     };
     let expect = Expectation {
+        generation,
         restored_from: expect_restored_from.map(CheckpointId),
         final_epoch: expect_final_epoch.map(Epoch),
     };
     let restore = restore.map(|ticket| ticket.inner.clone());
+    let owner = owner_address.map(address).transpose()?;
     let options = HostOptions {
         binary: Some(host_command),
-        idle_timeout: Duration::from_secs_f64(idle_timeout_s),
         owner_pid,
+        listen,
         ..HostOptions::default()
     };
     let session = py
         .detach(|| {
-            ensure_host(&directory, token, &options)?;
-            let client = HostClient::connect(&directory, token)?;
-            match client.attach(spec.clone(), expect) {
+            let target = owner_host(&directory, token, &options, owner)?;
+            match HostClient::connect(&target, token)?.attach(spec.clone(), expect) {
                 Err(HostError::StateLost(reason)) => match restore {
                     Some(ticket) if Some(ticket.cut()) == expect.final_epoch => {
-                        HostClient::connect(&directory, token)?.restore(ticket.request(spec)?)
+                        HostClient::connect(&target, token)?
+                            .restore(ticket.request(spec, generation)?)
                     }
                     _ => Err(HostError::StateLost(reason)),
                 },
@@ -128,6 +145,38 @@ pub(crate) fn connect_host(
         })
         .map_err(PyWeirError::from)?;
     Ok(PySession::remote(session))
+}
+
+/// Where the owner of a subtask is reached: the local host (started if
+/// needed) unless `owner` names a host elsewhere. The local host's own TCP
+/// address is reached over its Unix socket.
+fn owner_host(
+    directory: &std::path::Path,
+    token: &str,
+    options: &HostOptions,
+    owner: Option<HostAddress>,
+) -> weir_host::Result<HostAddress> {
+    let local_tcp = std::fs::read_to_string(HostDir::new(directory).tcp_address()).ok();
+    match owner {
+        Some(HostAddress::Tcp(remote)) if local_tcp.as_deref() != Some(remote.as_str()) => {
+            Ok(HostAddress::Tcp(remote))
+        }
+        Some(HostAddress::Unix(socket)) => Ok(HostAddress::Unix(socket)),
+        // The local host owns it (or nobody does yet).
+        _ => Ok(ensure_host(directory, token, options)?.address),
+    }
+}
+
+fn address(text: &str) -> Result<HostAddress, PyWeirError> {
+    text.parse::<HostAddress>()
+        .map_err(|err| PyWeirError::InvalidArgument(err.to_string()))
+}
+
+/// Where the host serving `session` listens on TCP (`host:port`), or `None`
+/// if it does not: what a task announces as the owner of its subtask.
+#[pyfunction]
+pub(crate) fn host_address(py: Python<'_>, session: &PySession) -> PyResult<Option<String>> {
+    Ok(session.with_remote(py, |remote| Ok(remote.tcp_address().map(str::to_owned)))?)
 }
 
 /// Takes checkpoint `checkpoint_id` at epoch `cut` on a host session: the
@@ -171,6 +220,102 @@ pub(crate) fn take_barrier(
 #[pyfunction]
 pub(crate) fn host_status(py: Python<'_>, session: &PySession) -> PyResult<String> {
     let status = session.with_remote(py, |remote| remote.status())?;
-    serde_json::to_string(&status)
+    render_status(&status)
+}
+
+fn render_status(status: &HostStatus) -> PyResult<String> {
+    serde_json::to_string(status)
         .map_err(|e| PyWeirError::Io(format!("cannot render the host status: {e}")).into())
+}
+
+/// Runs one control request against the host at `address` (a Unix socket
+/// path or `host:port`), waiting at most `timeout_s` for its answer.
+fn control<R: Send>(
+    py: Python<'_>,
+    address_text: &str,
+    timeout_s: f64,
+    request: impl FnOnce(&HostAddress, Duration) -> weir_host::Result<R> + Send,
+) -> PyResult<R> {
+    let target = address(address_text)?;
+    let timeout = Duration::try_from_secs_f64(timeout_s)
+        .ok()
+        .filter(|t| !t.is_zero())
+        .ok_or_else(|| {
+            PyWeirError::InvalidArgument(format!(
+                "timeout_s must be a positive number of seconds, got {timeout_s}"
+            ))
+        })?;
+    Ok(py
+        .detach(|| request(&target, timeout))
+        .map_err(PyWeirError::from)?)
+}
+
+/// Stops the host at `address`: it cancels its uploads (deleting what they
+/// wrote) before answering, then drops its state, removes its files and
+/// exits. Returns `False` if no host answers there (already gone).
+#[pyfunction]
+#[pyo3(signature = (address, token, *, timeout_s = 60.0))]
+pub(crate) fn shutdown_host(
+    py: Python<'_>,
+    address: &str,
+    token: &str,
+    timeout_s: f64,
+) -> PyResult<bool> {
+    control(py, address, timeout_s, |target, timeout| {
+        match HostClient::connect_with_timeout(target, token, timeout) {
+            Ok(client) => client.shutdown().map(|()| true),
+            // Nothing listens there any more: nothing to stop.
+            Err(HostError::StateLost(_) | HostError::Io { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    })
+}
+
+/// Cancels the uploads of checkpoint `checkpoint_id` in the host at
+/// `address` and returns once they deleted what they wrote, with how many
+/// were canceled.
+#[pyfunction]
+#[pyo3(signature = (address, token, checkpoint_id, *, timeout_s = 60.0))]
+pub(crate) fn abort_host_checkpoint(
+    py: Python<'_>,
+    address: &str,
+    token: &str,
+    checkpoint_id: u64,
+    timeout_s: f64,
+) -> PyResult<usize> {
+    control(py, address, timeout_s, |target, timeout| {
+        HostClient::connect_with_timeout(target, token, timeout)?
+            .abort_checkpoint(CheckpointId(checkpoint_id))
+    })
+}
+
+/// Makes the host at `address` serve generation `generation` of the job:
+/// it drops the state of older generations and refuses their tasks.
+#[pyfunction]
+#[pyo3(signature = (address, token, generation, *, timeout_s = 60.0))]
+pub(crate) fn start_host_generation(
+    py: Python<'_>,
+    address: &str,
+    token: &str,
+    generation: u64,
+    timeout_s: f64,
+) -> PyResult<()> {
+    control(py, address, timeout_s, |target, timeout| {
+        HostClient::connect_with_timeout(target, token, timeout)?.start_generation(generation)
+    })
+}
+
+/// What the host at `address` holds and does, as JSON.
+#[pyfunction]
+#[pyo3(signature = (address, token, *, timeout_s = 60.0))]
+pub(crate) fn host_status_at(
+    py: Python<'_>,
+    address: &str,
+    token: &str,
+    timeout_s: f64,
+) -> PyResult<String> {
+    let status = control(py, address, timeout_s, |target, timeout| {
+        HostClient::connect_with_timeout(target, token, timeout)?.status()
+    })?;
+    render_status(&status)
 }

@@ -54,6 +54,11 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::take_barrier, m)?)?;
     m.add_function(wrap_pyfunction!(host::host_status, m)?)?;
     m.add_function(wrap_pyfunction!(host::host_exit_already_running, m)?)?;
+    m.add_function(wrap_pyfunction!(host::host_address, m)?)?;
+    m.add_function(wrap_pyfunction!(host::shutdown_host, m)?)?;
+    m.add_function(wrap_pyfunction!(host::abort_host_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(host::start_host_generation, m)?)?;
+    m.add_function(wrap_pyfunction!(host::host_status_at, m)?)?;
     m.add_class::<local::PyLocalOperator>()?;
     m.add_class::<session::PySession>()?;
     m.add_class::<session::PyKeyBatch>()?;

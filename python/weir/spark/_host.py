@@ -44,11 +44,13 @@ def open_session(task: EpochTask, partition: int) -> _internal.Session:
         max_parallelism=op.max_parallelism,
         backend=op.backend,
         key_types=op.key_types,
+        # Each generation still has its own host directory here, so its host
+        # only ever sees generation 0.
+        generation=0,
         expect_restored_from=op.restored_checkpoint,
         expect_final_epoch=task.final_epoch,
         restore=restore,
         host_command=command(),
-        idle_timeout_s=op.host.idle_timeout_s,
         owner_pid=_owner_pid(),
     )
 

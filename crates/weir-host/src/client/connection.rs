@@ -1,8 +1,6 @@
-//! A blocking connection to a state host.
+//! A blocking connection to a state host, over its Unix socket or TCP.
 
-use std::io::{self, BufReader, BufWriter};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::io::{self, BufReader};
 use std::time::Duration;
 
 use weir_types::CheckpointId;
@@ -10,8 +8,8 @@ use weir_types::CheckpointId;
 use super::RemoteSession;
 use crate::error::{HostError, Result};
 use crate::protocol::{
-    Expectation, Frame, FrameError, HostDir, HostStatus, PROTOCOL_VERSION, Reply, Request,
-    RestoreRequest, decode_header, encode_header,
+    Expectation, Frame, FrameError, HostAddress, HostStatus, JobToken, PROTOCOL_VERSION, Reply,
+    Request, RestoreRequest, Transport, decode_header, encode_header,
 };
 use crate::session::SubtaskSpec;
 
@@ -20,64 +18,81 @@ use crate::session::SubtaskSpec;
 /// that dies is seen at once (EOF), not after this.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// A connection to the state host of a host directory, after a successful
-/// handshake. Not attached to a subtask yet: see [`HostClient::attach`].
+/// How long a TCP connect to a host on another executor may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection to a state host, after a successful handshake. Not
+/// attached to a subtask yet: see [`HostClient::attach`].
 #[derive(Debug)]
 pub struct HostClient {
-    reader: BufReader<UnixStream>,
-    writer: BufWriter<UnixStream>,
-    socket: PathBuf,
+    /// Replies are read through the buffer; requests are written to the
+    /// transport underneath in one piece each.
+    stream: BufReader<Transport>,
+    address: HostAddress,
     host_pid: u32,
+    tcp_address: Option<String>,
     /// Set once the connection broke: every later call fails at once.
     broken: Option<String>,
 }
 
 impl HostClient {
-    /// Connects to the host serving `socket_dir` and presents `token`.
+    /// Connects to the host at `address` and presents `token`.
     ///
-    /// A host that is not running is an [`HostError::Io`] (start one with
-    /// [`ensure_host`](super::ensure_host)); a wrong token is
-    /// [`HostError::Unauthorized`].
-    pub fn connect(socket_dir: impl AsRef<Path>, token: &str) -> Result<Self> {
-        Self::connect_with_timeout(socket_dir, token, DEFAULT_REPLY_TIMEOUT)
+    /// A Unix socket without a host is an [`HostError::Io`] (start one with
+    /// [`ensure_host`](super::ensure_host)); a TCP address without one is
+    /// [`HostError::StateLost`]: the subtasks it owned are gone with it. A
+    /// wrong token is [`HostError::Unauthorized`].
+    pub fn connect(address: &HostAddress, token: &str) -> Result<Self> {
+        Self::connect_with_timeout(address, token, DEFAULT_REPLY_TIMEOUT)
     }
 
     /// Like [`connect`](Self::connect), waiting at most `reply_timeout` for
     /// each reply.
     pub fn connect_with_timeout(
-        socket_dir: impl AsRef<Path>,
+        address: &HostAddress,
         token: &str,
         reply_timeout: Duration,
     ) -> Result<Self> {
-        let socket = HostDir::new(socket_dir.as_ref()).socket();
-        let stream = UnixStream::connect(&socket).map_err(|err| {
-            HostError::io(
-                format!("connecting to the state host at {}", socket.display()),
-                err,
-            )
-        })?;
-        let setup = |err| HostError::io(format!("configuring {}", socket.display()), err);
+        let stream = address
+            .connect(CONNECT_TIMEOUT.min(reply_timeout))
+            .map_err(|err| match address {
+                HostAddress::Unix(_) => {
+                    HostError::io(format!("connecting to the state host at {address}"), err)
+                }
+                HostAddress::Tcp(_) => HostError::StateLost(format!(
+                    "the state host at {address} is unreachable ({err}); the state it held is \
+                     lost with it"
+                )),
+            })?;
+        let setup = |err| HostError::io(format!("configuring the connection to {address}"), err);
         stream
             .set_read_timeout(Some(reply_timeout))
             .map_err(setup)?;
         stream
             .set_write_timeout(Some(reply_timeout))
             .map_err(setup)?;
-        let reader = BufReader::new(stream.try_clone().map_err(setup)?);
         let mut client = Self {
-            reader,
-            writer: BufWriter::new(stream),
-            socket,
+            stream: BufReader::new(stream),
+            address: address.clone(),
             host_pid: 0,
+            tcp_address: None,
             broken: None,
         };
         let hello = Request::Hello {
             version: PROTOCOL_VERSION,
-            token: token.to_owned(),
+            token: JobToken::new(token),
         };
         match client.call(&hello, Vec::new())? {
-            (Reply::Hello { version, host_pid }, _) if version == PROTOCOL_VERSION => {
+            (
+                Reply::Hello {
+                    version,
+                    host_pid,
+                    tcp_address,
+                },
+                _,
+            ) if version == PROTOCOL_VERSION => {
                 client.host_pid = host_pid;
+                client.tcp_address = tcp_address;
                 Ok(client)
             }
             (reply, _) => Err(unexpected("hello", &reply)),
@@ -89,9 +104,15 @@ impl HostClient {
         self.host_pid
     }
 
-    /// The socket this client is connected to.
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    /// Where this client connected to.
+    pub fn address(&self) -> &HostAddress {
+        &self.address
+    }
+
+    /// Where the host listens on TCP (`host:port`), if it does: the address
+    /// tasks on other executors use to reach the subtasks it owns.
+    pub fn tcp_address(&self) -> Option<&str> {
+        self.tcp_address.as_deref()
     }
 
     /// Serves `spec`'s state on this connection. The host answers
@@ -130,10 +151,27 @@ impl HostClient {
     }
 
     /// Cancels the host's uploads for checkpoint `id` (the coordinator
-    /// aborted it).
-    pub fn abort_checkpoint(&mut self, id: CheckpointId) -> Result<()> {
-        self.call_done(&Request::AbortCheckpoint { checkpoint: id }, Vec::new())
+    /// aborted it); returns once they deleted the files they wrote, with
+    /// how many were canceled.
+    pub fn abort_checkpoint(&mut self, id: CheckpointId) -> Result<usize> {
+        match self.call(&Request::AbortCheckpoint { checkpoint: id }, Vec::new())? {
+            (Reply::Aborted { canceled }, _) => Ok(canceled),
+            (reply, _) => Err(unexpected("abort", &reply)),
+        }
+    }
+
+    /// Makes the host serve `generation` of the job: it drops the state of
+    /// older generations and refuses their tasks.
+    pub fn start_generation(&mut self, generation: u64) -> Result<()> {
+        self.call_done(&Request::StartGeneration { generation }, Vec::new())
             .map(|_| ())
+    }
+
+    /// Stops the host: it cancels its uploads (deleting what they wrote)
+    /// before answering, then drops all state, removes its socket, address
+    /// and working files, and exits.
+    pub fn shutdown(mut self) -> Result<()> {
+        self.call_done(&Request::Shutdown, Vec::new()).map(|_| ())
     }
 
     /// Sends a request expecting `Done`; returns the reply's payloads.
@@ -164,10 +202,10 @@ impl HostClient {
             header: encode_header(request)?,
             payloads,
         };
-        if let Err(err) = frame.write_to(&mut self.writer) {
+        if let Err(err) = frame.write_to(self.stream.get_mut()) {
             return Err(self.broke(err));
         }
-        let reply = match Frame::read_from(&mut self.reader) {
+        let reply = match Frame::read_from(&mut self.stream) {
             Ok(Some(frame)) => frame,
             Ok(None) => {
                 return Err(self.broke(FrameError::Io(io::ErrorKind::UnexpectedEof.into())));
@@ -191,18 +229,15 @@ impl HostClient {
                 | io::ErrorKind::ConnectionAborted
                 | io::ErrorKind::NotConnected => format!(
                     "state host {} at {} closed the connection (it died or exited): {e}",
-                    self.host_pid,
-                    self.socket.display()
+                    self.host_pid, self.address
                 ),
                 io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
                     "state host {} at {} did not answer in time",
-                    self.host_pid,
-                    self.socket.display()
+                    self.host_pid, self.address
                 ),
                 _ => format!(
                     "talking to state host {} at {} failed: {e}",
-                    self.host_pid,
-                    self.socket.display()
+                    self.host_pid, self.address
                 ),
             },
             FrameError::Malformed(message) => {

@@ -51,6 +51,12 @@ impl RemoteSession {
         self.client.status()
     }
 
+    /// Where the host serving this session listens on TCP, if it does:
+    /// the address a task announces as the owner of this subtask.
+    pub fn tcp_address(&self) -> Option<&str> {
+        self.client.tcp_address()
+    }
+
     /// The connection, to attach another subtask or close it.
     pub fn into_client(self) -> HostClient {
         self.client

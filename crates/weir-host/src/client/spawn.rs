@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::process::CommandExt;
 
+use rustix::process::{Pid, Signal, kill_process};
+
 use super::HostClient;
 use crate::error::{HostError, Result};
-use crate::protocol::HostDir;
+use crate::protocol::{HostAddress, HostDir};
 
 /// The environment variable naming the `weir-host` binary when
 /// [`HostOptions::binary`] is not set.
@@ -26,10 +28,11 @@ pub const EXIT_ALREADY_RUNNING: i32 = 75;
 pub struct HostOptions {
     /// The `weir-host` binary; [`HOST_BIN_ENV`] if `None`.
     pub binary: Option<PathBuf>,
-    /// The host exits after this long without connections or uploads.
-    pub idle_timeout: Duration,
-    /// The host exits when this process is gone (e.g. the Spark executor).
+    /// The host exits when this process is gone (the Spark executor).
     pub owner_pid: Option<u32>,
+    /// The host also listens on TCP at this `host:port` (port 0: any free
+    /// port), for tasks on other executors.
+    pub listen: Option<String>,
     /// Where the host keeps working files; `<dir>/work` if `None`.
     pub work_dir: Option<PathBuf>,
     /// How long to wait for a started host to accept connections.
@@ -40,36 +43,50 @@ impl Default for HostOptions {
     fn default() -> Self {
         Self {
             binary: None,
-            idle_timeout: Duration::from_secs(600),
             owner_pid: None,
+            listen: None,
             work_dir: None,
             startup_timeout: Duration::from_secs(30),
         }
     }
 }
 
-/// Makes sure a state host serves `dir` and returns its socket path.
+/// The state host serving a directory on this executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalHost {
+    /// Its Unix socket.
+    pub address: HostAddress,
+    /// Its process id.
+    pub pid: u32,
+    /// Where it listens on TCP (`host:port`), if it does: the address to
+    /// announce for the subtasks it owns.
+    pub tcp_address: Option<String>,
+}
+
+/// Makes sure a state host serves `dir` (the directory of this executor's
+/// host; every executor needs its own) and says where it listens.
 ///
 /// If none answers, starts the `weir-host` binary (detached into its own
 /// process group, output appended to `dir/host.log`) and waits until it
-/// accepts connections. A lock file in `dir` makes concurrent callers start
-/// one host; the host's own lock makes a second host exit at once.
-pub fn ensure_host(dir: &Path, token: &str, options: &HostOptions) -> Result<PathBuf> {
+/// accepts connections; a host that does not start in time is told to stop.
+/// A lock file in `dir` makes concurrent callers start one host; the host's
+/// own lock makes a second host exit at once.
+pub fn ensure_host(dir: &Path, token: &str, options: &HostOptions) -> Result<LocalHost> {
     let host_dir = HostDir::new(dir);
     host_dir.prepare()?;
-    if answers(dir, token)? {
-        return Ok(host_dir.socket());
+    if let Some(host) = answers(dir, token)? {
+        return Ok(host);
     }
     let _spawning = lock_file(&host_dir.spawn_lock())?;
     // Another caller may have started it while this one waited for the lock.
-    if answers(dir, token)? {
-        return Ok(host_dir.socket());
+    if let Some(host) = answers(dir, token)? {
+        return Ok(host);
     }
-    let exited = spawn(&host_dir, token, options)?;
+    let (pid, exited) = spawn(&host_dir, token, options)?;
     let deadline = Instant::now() + options.startup_timeout;
     loop {
-        if answers(dir, token)? {
-            return Ok(host_dir.socket());
+        if let Some(host) = answers(dir, token)? {
+            return Ok(host);
         }
         let status = *exited
             .lock()
@@ -88,6 +105,8 @@ pub fn ensure_host(dir: &Path, token: &str, options: &HostOptions) -> Result<Pat
             None => {}
         }
         if Instant::now() >= deadline {
+            // It removes its socket and working files on the way out.
+            terminate(pid);
             return Err(HostError::InvalidRequest(format!(
                 "the state host did not accept connections within {:?}; its log {} says: {}",
                 options.startup_timeout,
@@ -99,23 +118,35 @@ pub fn ensure_host(dir: &Path, token: &str, options: &HostOptions) -> Result<Pat
     }
 }
 
-/// Whether a host serving `dir` completes a handshake with `token`. A host
-/// that refuses the token is an error: it serves another run of the job.
-fn answers(dir: &Path, token: &str) -> Result<bool> {
-    match HostClient::connect_with_timeout(dir, token, Duration::from_secs(10)) {
-        Ok(_) => Ok(true),
+/// The host serving `dir`, if one completes a handshake with `token`. A
+/// host that refuses the token is an error: it serves another job.
+fn answers(dir: &Path, token: &str) -> Result<Option<LocalHost>> {
+    let address = HostAddress::of_dir(dir);
+    match HostClient::connect_with_timeout(&address, token, Duration::from_secs(10)) {
+        Ok(client) => Ok(Some(LocalHost {
+            pid: client.host_pid(),
+            tcp_address: client.tcp_address().map(str::to_owned),
+            address,
+        })),
         Err(HostError::Unauthorized) => Err(HostError::Unauthorized),
         // No socket, nobody listening, or a host on its way out.
-        Err(_) => Ok(false),
+        Err(_) => Ok(None),
     }
 }
 
-/// Starts the host; returns where its exit status will appear.
-fn spawn(
-    dir: &HostDir,
-    token: &str,
-    options: &HostOptions,
-) -> Result<Arc<Mutex<Option<ExitStatus>>>> {
+/// Asks process `pid` to stop (SIGTERM).
+fn terminate(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        // Already gone is fine.
+        let _ = kill_process(pid, Signal::TERM);
+    }
+}
+
+/// The exit status of a started host, once the reaper saw it.
+type Exited = Arc<Mutex<Option<ExitStatus>>>;
+
+/// Starts the host; returns its pid and where its exit status will appear.
+fn spawn(dir: &HostDir, token: &str, options: &HostOptions) -> Result<(u32, Exited)> {
     let binary = match &options.binary {
         Some(binary) => binary.clone(),
         None => std::env::var_os(HOST_BIN_ENV)
@@ -138,8 +169,6 @@ fn spawn(
     command
         .arg("--dir")
         .arg(dir.root())
-        .arg("--idle-timeout-millis")
-        .arg(options.idle_timeout.as_millis().to_string())
         .env(HOST_TOKEN_ENV, token)
         .stdin(Stdio::null())
         .stdout(log)
@@ -153,9 +182,13 @@ fn spawn(
     if let Some(work) = &options.work_dir {
         command.arg("--work-dir").arg(work);
     }
+    if let Some(listen) = &options.listen {
+        command.arg("--listen").arg(listen);
+    }
     let mut child = command.spawn().map_err(|err| {
         HostError::io(format!("starting the state host {}", binary.display()), err)
     })?;
+    let pid = child.id();
     let exited = Arc::new(Mutex::new(None));
     let seen = Arc::clone(&exited);
     // Reaps the host when it exits, so it never lingers as a zombie of the
@@ -170,7 +203,7 @@ fn spawn(
             }
         })
         .map_err(|err| HostError::io("starting the host reaper thread", err))?;
-    Ok(exited)
+    Ok((pid, exited))
 }
 
 /// Opens and locks `path` exclusively, waiting for the holder.

@@ -1,5 +1,6 @@
-//! The host directory: where a host's socket, lock, log and working files
-//! live. One directory, one host; client and host agree on it by name only.
+//! The host directory: where a host's socket, address, lock, log and working
+//! files live. One directory, one host (the caller gives every executor its
+//! own); client and host agree on it by name only.
 
 use std::fs::{self, DirBuilder};
 use std::io;
@@ -33,6 +34,12 @@ impl HostDir {
     /// The Unix socket the host listens on.
     pub fn socket(&self) -> PathBuf {
         self.root.join("host.sock")
+    }
+
+    /// The host's TCP address (`host:port`), written once the host listens
+    /// on TCP (replaced atomically, so a reader never sees half of it).
+    pub fn tcp_address(&self) -> PathBuf {
+        self.root.join("address")
     }
 
     /// Locked (`flock`, exclusive) by the running host for its whole life.

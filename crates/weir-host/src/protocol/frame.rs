@@ -8,7 +8,11 @@
 //! ```
 //!
 //! Limits keep a confused or hostile peer from making the other side
-//! allocate without bound.
+//! allocate without bound: a declared length is checked against them, and
+//! buffers then grow with the bytes that actually arrive (a peer that
+//! declares 4 GiB and sends 10 bytes costs 10 bytes, not 4 GiB). The
+//! handshake is read with [`FrameLimits::HELLO`], far tighter than what an
+//! authenticated peer may send.
 
 use std::io::{self, Read, Write};
 
@@ -20,6 +24,34 @@ pub const MAX_HEADER_BYTES: usize = 16 << 20;
 pub const MAX_PAYLOADS: usize = 16;
 /// Largest payload accepted, in bytes.
 pub const MAX_PAYLOAD_BYTES: u64 = 4 << 30;
+
+/// What one frame may declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    /// Largest header, in bytes.
+    pub header_bytes: usize,
+    /// Most payloads.
+    pub payloads: usize,
+    /// Largest payload, in bytes.
+    pub payload_bytes: u64,
+}
+
+impl FrameLimits {
+    /// Frames of an authenticated connection.
+    pub const DEFAULT: Self = Self {
+        header_bytes: MAX_HEADER_BYTES,
+        payloads: MAX_PAYLOADS,
+        payload_bytes: MAX_PAYLOAD_BYTES,
+    };
+
+    /// The hello frame, read before the peer proved the token: a small
+    /// header and no payloads.
+    pub const HELLO: Self = Self {
+        header_bytes: 4096,
+        payloads: 0,
+        payload_bytes: 0,
+    };
+}
 
 /// One message on the socket.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -83,27 +115,38 @@ impl Frame {
         Ok(())
     }
 
-    /// Reads one frame. `Ok(None)` means the peer closed the connection
-    /// cleanly between frames; EOF inside a frame is an `UnexpectedEof` error.
+    /// Reads one frame within [`FrameLimits::DEFAULT`]. `Ok(None)` means
+    /// the peer closed the connection cleanly between frames; EOF inside a
+    /// frame is an `UnexpectedEof` error.
     pub fn read_from(input: &mut impl Read) -> Result<Option<Self>, FrameError> {
+        Self::read_limited(input, &FrameLimits::DEFAULT)
+    }
+
+    /// Reads one frame, refusing any declared length beyond `limits` before
+    /// reading it.
+    pub fn read_limited(
+        input: &mut impl Read,
+        limits: &FrameLimits,
+    ) -> Result<Option<Self>, FrameError> {
         let mut len = [0u8; 4];
         if !read_first(input, &mut len)? {
             return Ok(None);
         }
-        let header_len = u32::from_le_bytes(len) as usize;
-        if header_len > MAX_HEADER_BYTES {
+        let header_len = u64::from(u32::from_le_bytes(len));
+        if header_len > limits.header_bytes as u64 {
             return Err(FrameError::Malformed(format!(
-                "a frame header of {header_len} bytes exceeds the limit of {MAX_HEADER_BYTES}; \
-                 is the peer a Weir state host of the same version?"
+                "a frame header of {header_len} bytes exceeds the limit of {}; is the peer a \
+                 Weir state host client of the same version?",
+                limits.header_bytes
             )));
         }
-        let mut header = vec![0u8; header_len];
-        input.read_exact(&mut header)?;
+        let header = read_exactly(input, header_len)?;
         input.read_exact(&mut len)?;
         let count = u32::from_le_bytes(len) as usize;
-        if count > MAX_PAYLOADS {
+        if count > limits.payloads {
             return Err(FrameError::Malformed(format!(
-                "a frame with {count} payloads exceeds the limit of {MAX_PAYLOADS}"
+                "a frame with {count} payloads exceeds the limit of {}",
+                limits.payloads
             )));
         }
         let mut payloads = Vec::with_capacity(count);
@@ -111,20 +154,26 @@ impl Frame {
             let mut len = [0u8; 8];
             input.read_exact(&mut len)?;
             let len = u64::from_le_bytes(len);
-            if len > MAX_PAYLOAD_BYTES {
+            if len > limits.payload_bytes {
                 return Err(FrameError::Malformed(format!(
-                    "a payload of {len} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}"
+                    "a payload of {len} bytes exceeds the limit of {}",
+                    limits.payload_bytes
                 )));
             }
-            let len = usize::try_from(len).map_err(|_| {
-                FrameError::Malformed(format!("a payload of {len} bytes does not fit in memory"))
-            })?;
-            let mut payload = vec![0u8; len];
-            input.read_exact(&mut payload)?;
-            payloads.push(payload);
+            payloads.push(read_exactly(input, len)?);
         }
         Ok(Some(Self { header, payloads }))
     }
+}
+
+/// Reads exactly `len` bytes into a buffer that grows as they arrive.
+fn read_exactly(input: &mut impl Read, len: u64) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let read = input.take(len).read_to_end(&mut buf)?;
+    if (read as u64) < len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(buf)
 }
 
 /// Fills `buf` from `input`; `false` if the stream ended before its first byte.

@@ -2,8 +2,8 @@
 //!
 //! Requests mirror [`SubtaskSession`](crate::SubtaskSession) one to one
 //! (batches travel as Arrow payloads, see [`payload`](super::payload)), plus
-//! requests only a host serves: the handshake, attach, restore, barrier and
-//! status.
+//! requests only a host serves: the handshake, attach, restore, barrier,
+//! and the driver's control requests (status, abort, generation, shutdown).
 
 use std::collections::BTreeMap;
 
@@ -25,12 +25,13 @@ pub const PROTOCOL_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    /// The first message of every connection.
+    /// The first message of every connection; nothing else is read from a
+    /// peer before its token checked out.
     Hello {
         /// Must equal [`PROTOCOL_VERSION`].
         version: u32,
         /// The job's secret token.
-        token: String,
+        token: JobToken,
     },
     /// Serve this subtask on this connection from now on. The host answers
     /// `StateLost` if it does not hold the state `expect` describes.
@@ -145,19 +146,61 @@ pub enum Request {
     },
     /// Take checkpoint `checkpoint` of the attached subtask at its cut.
     Barrier(Box<BarrierRequest>),
-    /// Drop the snapshot tasks of a checkpoint that will never complete.
+    /// Cancel the uploads of a checkpoint that will never complete and
+    /// delete the files they wrote; answered with [`Reply::Aborted`] once
+    /// the files are gone.
     AbortCheckpoint {
         /// The checkpoint.
         checkpoint: CheckpointId,
     },
     /// What the host holds and does.
     Status,
+    /// From now on serve generation `generation` of the job: drop the state
+    /// of every older generation and refuse its tasks. Attach and restore
+    /// carry their generation too, so a host learns of a new generation from
+    /// its first task even if the driver never told it.
+    StartGeneration {
+        /// The generation (a run's restarts count up from 0).
+        generation: u64,
+    },
+    /// Cancel every upload (deleting what it wrote), drop all state and
+    /// exit. Answered before the host exits.
+    Shutdown,
+}
+
+/// The job's secret token. Its `Debug` output leaves the secret out, so no
+/// log line or error message carries it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobToken(String);
+
+impl JobToken {
+    /// Wraps a token.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for JobToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobToken(..)")
+    }
 }
 
 /// What a task expects the host to hold for its subtask. A host without
 /// that state answers `StateLost` instead of serving empty state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Expectation {
+    /// The generation of the job the task belongs to; a host that serves a
+    /// newer one refuses the task, a host that served an older one drops
+    /// that generation's state first.
+    #[serde(default)]
+    pub generation: u64,
     /// The checkpoint or savepoint this run of the job restored from; `None`
     /// for a job that started empty.
     pub restored_from: Option<CheckpointId>,
@@ -167,9 +210,14 @@ pub struct Expectation {
 }
 
 impl Expectation {
-    /// The first epoch of a job that starts empty.
+    /// The first epoch of a job that starts empty (generation 0).
     pub fn fresh() -> Self {
         Self::default()
+    }
+
+    /// Whether the task starts without state: nothing restored, nothing final.
+    pub fn starts_empty(&self) -> bool {
+        self.restored_from.is_none() && self.final_epoch.is_none()
     }
 }
 
@@ -206,6 +254,9 @@ impl StorageRef {
 pub struct RestoreRequest {
     /// The subtask, as it runs now.
     pub spec: SubtaskSpec,
+    /// The generation of the job the restore starts (see [`Expectation::generation`]).
+    #[serde(default)]
+    pub generation: u64,
     /// The checkpoint or savepoint restored; later attaches expect it.
     pub restored_from: CheckpointId,
     /// Its cut: the restored state is final at this epoch.
@@ -227,6 +278,7 @@ impl RestoreRequest {
     /// A request from a restore plan's entry for `spec`.
     pub fn new(
         spec: SubtaskSpec,
+        generation: u64,
         restored_from: CheckpointId,
         cut: Epoch,
         storage: StorageRef,
@@ -234,6 +286,7 @@ impl RestoreRequest {
     ) -> Self {
         Self {
             spec,
+            generation,
             restored_from,
             cut,
             storage,
@@ -299,6 +352,9 @@ pub enum Reply {
         version: u32,
         /// The host's process id.
         host_pid: u32,
+        /// Where the host listens on TCP (`host:port`), if it does: the
+        /// address other executors reach this host's subtasks at.
+        tcp_address: Option<String>,
     },
     /// The subtask is attached (after `Attach` or `Restore`).
     Attached {
@@ -316,6 +372,11 @@ pub enum Reply {
     Barrier(BarrierReply),
     /// The host's status.
     Status(Box<HostStatus>),
+    /// A checkpoint's uploads were canceled and their files deleted.
+    Aborted {
+        /// How many uploads were canceled.
+        canceled: usize,
+    },
     /// The request failed.
     Error(WireError),
 }
@@ -335,6 +396,10 @@ pub struct BarrierReply {
 pub struct HostStatus {
     /// The host's process id.
     pub pid: u32,
+    /// Where the host listens on TCP, if it does.
+    pub tcp_address: Option<String>,
+    /// The newest generation of the job the host served.
+    pub generation: u64,
     /// Open connections, this one included.
     pub connections: usize,
     /// Every subtask the host holds, by uid and index.
@@ -474,11 +539,12 @@ mod tests {
         let requests = [
             Request::Hello {
                 version: PROTOCOL_VERSION,
-                token: "t".into(),
+                token: JobToken::new("t"),
             },
             Request::Attach {
                 spec: spec(),
                 expect: Expectation {
+                    generation: 2,
                     restored_from: Some(CheckpointId(4)),
                     final_epoch: Some(Epoch(9)),
                 },
@@ -501,6 +567,8 @@ mod tests {
                 },
             })),
             Request::Status,
+            Request::StartGeneration { generation: 3 },
+            Request::Shutdown,
         ];
         for request in requests {
             let bytes = encode_header(&request).expect("encodes");
@@ -536,11 +604,19 @@ mod tests {
     }
 
     #[test]
-    fn the_ack_token_stays_out_of_debug_output() {
+    fn tokens_stay_out_of_debug_output() {
         let target = AckTarget {
             url: "http://h".into(),
             token: "s3cret".into(),
         };
         assert!(!format!("{target:?}").contains("s3cret"));
+        let hello = Request::Hello {
+            version: PROTOCOL_VERSION,
+            token: JobToken::new("s3cret"),
+        };
+        assert!(!format!("{hello:?}").contains("s3cret"));
+        let bytes = encode_header(&hello).expect("encodes");
+        let json: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+        assert_eq!(json["token"], "s3cret", "the wire form is the plain token");
     }
 }

@@ -46,8 +46,24 @@ pub fn encode(columns: Vec<(&str, ArrayRef)>) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Decodes a payload written by [`encode`]: exactly one record batch.
+/// Decodes a payload written by [`encode`]: exactly one record batch, its
+/// arrays validated. Any payload that is not one is a protocol error, also
+/// one that makes the Arrow decoder panic (the panic is caught here, so no
+/// bytes from a peer can unwind through the host).
 pub fn decode(payload: &[u8]) -> Result<RecordBatch> {
+    std::panic::catch_unwind(|| decode_unguarded(payload)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        Err(HostError::Protocol(format!(
+            "invalid Arrow IPC payload: the decoder gave up ({what})"
+        )))
+    })
+}
+
+fn decode_unguarded(payload: &[u8]) -> Result<RecordBatch> {
     let mut reader = StreamReader::try_new(payload, None).map_err(arrow_error)?;
     let batch = match reader.next() {
         Some(batch) => batch.map_err(arrow_error)?,

@@ -4,7 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weir_checkpoint::coordinator::{SubtaskAck, SubtaskDecline, SubtaskMetrics};
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use tokio::sync::watch;
+use weir_checkpoint::coordinator::{AckOutcome, SubtaskAck, SubtaskDecline, SubtaskMetrics};
+use weir_checkpoint::{StorageLocation, layout};
 use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
 
 use super::ack;
@@ -42,7 +46,8 @@ pub(crate) fn take(
             reached.map_or_else(|| "none".to_owned(), |e| e.to_string())
         )));
     }
-    let storage = request.storage.open()?.snapshot_storage();
+    let location = request.storage.open()?;
+    let storage = location.snapshot_storage();
     let started = Instant::now();
     if slot.facts.final_epoch < Some(request.cut) {
         slot.subtask.finalize_up_to(request.cut)?;
@@ -60,6 +65,7 @@ pub(crate) fn take(
         host: Arc::clone(host),
         key,
         ack: request.ack.clone(),
+        location,
         sync,
         key_types,
         states,
@@ -71,34 +77,75 @@ pub(crate) fn take(
     })
 }
 
-/// The asynchronous part of one subtask's checkpoint.
+/// The body of the coordinator's answer to an ack.
+#[derive(serde::Deserialize)]
+struct OutcomeBody {
+    outcome: AckOutcome,
+}
+
+/// The asynchronous part of one subtask's checkpoint. Files it wrote that
+/// no checkpoint will reference (the checkpoint was aborted, the upload
+/// failed, or the coordinator refused the ack) are deleted; only an ack
+/// without an answer leaves them, as the coordinator may have completed the
+/// checkpoint with them.
 struct Background {
     host: Arc<Host>,
     key: UploadKey,
     ack: AckTarget,
+    /// The job directory the upload writes under.
+    location: StorageLocation,
     sync: Duration,
     key_types: Option<Vec<ValueType>>,
     states: Vec<StateDescriptor>,
 }
 
+/// What became of an ack.
+enum Acked {
+    /// The coordinator counted it (or had already): the files are its now.
+    Kept,
+    /// The coordinator refused it or no longer wants the checkpoint: the
+    /// files belong to nobody.
+    Unwanted(String),
+    /// No answer: the coordinator may still reference the files.
+    Unanswered(String),
+}
+
 impl Background {
-    async fn run(self, upload: UploadFuture, mut cancel: tokio::sync::watch::Receiver<bool>) {
+    async fn run(self, mut upload: UploadFuture, mut cancel: watch::Receiver<bool>) {
         let (id, uid, subtask) = self.key.clone();
         let outcome = tokio::select! {
-            result = upload => Some(result),
-            // Dropping the unfinished upload cancels it and removes its file.
+            result = &mut upload => Some(result),
+            // A dropped switch (the host is going away) cancels too.
             _ = cancel.wait_for(|canceled| *canceled) => None,
         };
         let failure = match outcome {
             None => {
-                eprintln!("weir-host: checkpoint {id} of {uid}/{subtask}: upload canceled");
-                Some(format!("checkpoint {id} of {uid}/{subtask} was aborted"))
+                upload.cancel();
+                // Waits until the upload stopped writing, so nothing
+                // appears after the files are deleted.
+                let _ = upload.await;
+                let message = format!("checkpoint {id} of {uid}/{subtask} was aborted");
+                Some(self.discard(message).await)
             }
-            Some(Ok(upload)) => self.acknowledge(upload).await.err(),
+            Some(Ok(upload)) => {
+                let acked = tokio::select! {
+                    acked = self.acknowledge(upload) => acked,
+                    // Aborted: the coordinator will not complete it, whether
+                    // or not this ack reached it.
+                    _ = cancel.wait_for(|canceled| *canceled) => Acked::Unwanted(format!(
+                        "checkpoint {id} of {uid}/{subtask} was aborted while it was acked"
+                    )),
+                };
+                match acked {
+                    Acked::Kept => None,
+                    Acked::Unwanted(message) => Some(self.discard(message).await),
+                    Acked::Unanswered(message) => Some(message),
+                }
+            }
             Some(Err(err)) => {
                 let message = format!("checkpoint {id} of {uid}/{subtask}: upload failed: {err}");
                 self.decline(id, &uid, subtask, &message).await;
-                Some(message)
+                Some(self.discard(message).await)
             }
         };
         if let Some(message) = &failure {
@@ -107,7 +154,30 @@ impl Background {
         self.host.finish_upload(&self.key, failure);
     }
 
-    async fn acknowledge(&self, upload: SubtaskUpload) -> Result<(), String> {
+    /// Deletes every file under the subtask's directory of the checkpoint
+    /// (no completed checkpoint names them); returns `why` with what
+    /// happened.
+    async fn discard(&self, why: String) -> String {
+        let (id, uid, subtask) = &self.key;
+        let dir = layout::subtask_dir(*id, uid, *subtask);
+        let root = match self.location.child(&dir) {
+            Ok(location) => location.root().clone(),
+            Err(err) => return format!("{why}; cannot name its files to delete them: {err}"),
+        };
+        let store = self.location.store();
+        let listed = store.list(Some(&root)).map_ok(|meta| meta.location).boxed();
+        let outcomes: Vec<_> = store.delete_stream(listed).collect().await;
+        let deleted = outcomes.iter().filter(|o| o.is_ok()).count();
+        match outcomes.into_iter().find_map(|o| match o {
+            Err(object_store::Error::NotFound { .. }) | Ok(_) => None,
+            Err(err) => Some(err),
+        }) {
+            None => format!("{why}; deleted what it wrote ({deleted} files)"),
+            Some(err) => format!("{why}; deleted {deleted} files it wrote, then failed: {err}"),
+        }
+    }
+
+    async fn acknowledge(&self, upload: SubtaskUpload) -> Acked {
         let (id, uid, subtask) = self.key.clone();
         let metrics = upload.metrics;
         let body = SubtaskAck {
@@ -124,15 +194,33 @@ impl Background {
             key_types: self.key_types.clone(),
             states: self.states.clone(),
         };
-        let answer = ack::post(&self.ack, "/ack", &body).await?;
-        if answer.status == 200 {
-            eprintln!(
-                "weir-host: checkpoint {id} of {uid}/{subtask} acked: {}",
+        let answer = match ack::post(&self.ack, "/ack", &body).await {
+            Ok(answer) => answer,
+            Err(err) => return Acked::Unanswered(err),
+        };
+        if answer.status != 200 {
+            return Acked::Unwanted(refused(id, &uid, subtask, "ack", &answer));
+        }
+        match serde_json::from_str::<OutcomeBody>(&answer.body).map(|b| b.outcome) {
+            Ok(AckOutcome::Accepted | AckOutcome::Duplicate) => {
+                eprintln!(
+                    "weir-host: checkpoint {id} of {uid}/{subtask} acked: {}",
+                    answer.body
+                );
+                Acked::Kept
+            }
+            Ok(outcome @ (AckOutcome::Unknown | AckOutcome::Discarded)) => {
+                Acked::Unwanted(format!(
+                    "the coordinator no longer takes checkpoint {id} of {uid}/{subtask} \
+                     ({outcome:?})"
+                ))
+            }
+            // An answer of another version: keep the files to be safe.
+            Err(err) => Acked::Unanswered(format!(
+                "the coordinator's answer to the ack of checkpoint {id} of {uid}/{subtask} is \
+                 unreadable ({err}): {}",
                 answer.body
-            );
-            Ok(())
-        } else {
-            Err(refused(id, &uid, subtask, "ack", &answer))
+            )),
         }
     }
 

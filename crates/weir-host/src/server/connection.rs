@@ -1,84 +1,49 @@
-//! One client connection: the handshake, then one reply per request for
-//! the subtask the connection is attached to.
+//! One client connection: the handshake (token first, under tight limits
+//! and one deadline), then one reply per request for the subtask the
+//! connection is attached to, and the driver's control requests.
 
-use std::io::{BufReader, BufWriter};
-use std::os::unix::net::UnixStream;
+use std::io::BufReader;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use arrow_array::{ArrayRef, BinaryArray};
-use weir_state::StateId;
-
-use super::barrier;
-use super::host::{Host, SharedSlot, SlotKey, lock_slot};
+use super::CANCEL_WAIT;
+use super::host::{Host, SharedSlot, SlotKey, Tally, lock_slot};
+use super::op::{Answer, SlotOp, done};
 use super::slot::{Slot, check_attach};
-use crate::engine::Subtask;
+use super::watchdog::ExitReason;
 use crate::error::{HostError, Result};
-use crate::protocol::payload::{self, column};
 use crate::protocol::{
-    Expectation, Frame, FrameError, PROTOCOL_VERSION, Reply, Request, RestoreRequest, WireError,
-    decode_header, encode_header,
+    DeadlineReader, Expectation, Frame, FrameError, FrameLimits, PROTOCOL_VERSION, Reply, Request,
+    RestoreRequest, Transport, WireError, decode_header, encode_header,
 };
 use crate::session::{SubtaskSession, SubtaskSpec};
 
-/// How long a client may take to send its handshake.
+/// How long a client may take for its whole handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves `stream` until the client leaves or breaks the protocol.
-pub(crate) fn serve(host: &Arc<Host>, stream: UnixStream) {
-    host.connection_opened();
-    if let Err(err) = serve_inner(host, stream) {
-        eprintln!("weir-host: connection closed: {err}");
+/// Serves `stream` until the client leaves or breaks the protocol. The
+/// tallies count the connection (and its handshake) for as long as they
+/// are held, whichever way this ends.
+pub(crate) fn serve(host: &Arc<Host>, stream: Transport, handshake: Tally, _connection: Tally) {
+    let peer = stream.peer();
+    if let Err(err) = serve_inner(host, stream, handshake) {
+        eprintln!("weir-host: connection from {peer} closed: {err}");
     }
-    host.connection_closed();
 }
 
-fn serve_inner(host: &Arc<Host>, stream: UnixStream) -> Result<()> {
+fn serve_inner(host: &Arc<Host>, stream: Transport, handshake: Tally) -> Result<()> {
     let io = |what: &str, err| HostError::io(format!("{what} the client socket"), err);
-    stream
-        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(|e| io("configuring", e))?;
-    let mut reader = BufReader::new(stream.try_clone().map_err(|e| io("cloning", e))?);
-    let mut writer = BufWriter::new(stream.try_clone().map_err(|e| io("cloning", e))?);
-    let Some(hello) = Frame::read_from(&mut reader).map_err(HostError::from)? else {
+    let mut reader = BufReader::new(stream);
+    if !shake_hands(host, &mut reader)? {
         return Ok(());
-    };
-    match decode_header::<Request>(&hello.header) {
-        Ok(Request::Hello { version, token }) => {
-            if !host.authorizes(&token) {
-                reply_error(&mut writer, &HostError::Unauthorized)?;
-                return Err(HostError::Unauthorized);
-            }
-            if version != PROTOCOL_VERSION {
-                let err = HostError::Protocol(format!(
-                    "the client speaks protocol version {version}, this host {PROTOCOL_VERSION}; \
-                     use a client and host of the same Weir release"
-                ));
-                reply_error(&mut writer, &err)?;
-                return Err(err);
-            }
-        }
-        Ok(_) => {
-            let err = HostError::Protocol("a connection must start with hello".into());
-            reply_error(&mut writer, &err)?;
-            return Err(err);
-        }
-        Err(err) => {
-            reply_error(&mut writer, &err)?;
-            return Err(err);
-        }
     }
-    let hello = Reply::Hello {
-        version: PROTOCOL_VERSION,
-        host_pid: std::process::id(),
-    };
-    write(&mut writer, &hello, Vec::new())?;
+    drop(handshake);
     // Tasks may pause for a long time between requests; a dead client
     // shows as EOF, so no timeout is needed from here on.
-    stream
+    reader
+        .get_ref()
         .set_read_timeout(None)
         .map_err(|e| io("configuring", e))?;
-
     let mut session = Session {
         host: Arc::clone(host),
         slot: None,
@@ -90,26 +55,94 @@ fn serve_inner(host: &Arc<Host>, stream: UnixStream) -> Result<()> {
             Err(FrameError::Io(err)) => return Err(io("reading", err)),
             Err(FrameError::Malformed(message)) => {
                 let err = HostError::Protocol(message);
-                reply_error(&mut writer, &err)?;
+                reply_error(reader.get_mut(), &err)?;
                 return Err(err);
             }
         };
-        host.touch();
-        let outcome = decode_header::<Request>(&frame.header)
-            .and_then(|request| session.handle(request, &frame.payloads));
-        host.touch();
+        let request = decode_header::<Request>(&frame.header);
+        let shutdown = matches!(request, Ok(Request::Shutdown));
+        let outcome = request.and_then(|request| session.handle(request, &frame.payloads));
         match outcome {
-            Ok((reply, payloads)) => write(&mut writer, &reply, payloads)?,
+            Ok((reply, payloads)) => write(reader.get_mut(), &reply, payloads)?,
             Err(err @ HostError::Protocol(_)) => {
-                reply_error(&mut writer, &err)?;
+                reply_error(reader.get_mut(), &err)?;
                 return Err(err);
             }
-            Err(err) => reply_error(&mut writer, &err)?,
+            Err(err) => reply_error(reader.get_mut(), &err)?,
+        }
+        if shutdown {
+            host.request_stop(ExitReason::Shutdown);
+            return Ok(());
         }
     }
 }
 
-fn write(writer: &mut BufWriter<UnixStream>, reply: &Reply, payloads: Vec<Vec<u8>>) -> Result<()> {
+/// Reads the hello under [`FrameLimits::HELLO`] and one deadline, checks
+/// the token before anything else, and answers. `false`: the peer left
+/// without a word.
+fn shake_hands(host: &Host, reader: &mut BufReader<Transport>) -> Result<bool> {
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    // Nothing is buffered yet: the deadline reader reads the socket itself.
+    let hello = Frame::read_limited(
+        &mut DeadlineReader::new(reader.get_mut(), deadline),
+        &FrameLimits::HELLO,
+    );
+    let writer = reader.get_mut();
+    let hello = match hello {
+        Ok(Some(frame)) => frame,
+        Ok(None) => return Ok(false),
+        Err(FrameError::Io(err))
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(HostError::Protocol(format!(
+                "the peer did not complete its handshake within {HANDSHAKE_TIMEOUT:?}"
+            )));
+        }
+        Err(FrameError::Io(err)) => {
+            return Err(HostError::io("reading the handshake from the peer", err));
+        }
+        Err(FrameError::Malformed(message)) => {
+            let err = HostError::Protocol(format!("in the handshake: {message}"));
+            reply_error(writer, &err)?;
+            return Err(err);
+        }
+    };
+    // The replies below are small; the deadline covers sending them too.
+    let left = deadline.saturating_duration_since(Instant::now());
+    writer
+        .set_write_timeout(Some(left.max(Duration::from_millis(1))))
+        .map_err(|e| HostError::io("configuring the client socket", e))?;
+    let err = match decode_header::<Request>(&hello.header) {
+        Ok(Request::Hello { token, .. }) if !host.authorizes(&token) => HostError::Unauthorized,
+        Ok(Request::Hello { version, .. }) if version != PROTOCOL_VERSION => {
+            HostError::Protocol(format!(
+                "the client speaks protocol version {version}, this host {PROTOCOL_VERSION}; \
+                 use a client and host of the same Weir release"
+            ))
+        }
+        Ok(Request::Hello { .. }) => {
+            let hello = Reply::Hello {
+                version: PROTOCOL_VERSION,
+                host_pid: std::process::id(),
+                tcp_address: host.tcp_address.clone(),
+            };
+            write(writer, &hello, Vec::new())?;
+            writer
+                .set_write_timeout(None)
+                .map_err(|e| HostError::io("configuring the client socket", e))?;
+            return Ok(true);
+        }
+        Ok(_) => HostError::Protocol("a connection must start with hello".into()),
+        Err(err) => err,
+    };
+    reply_error(writer, &err)?;
+    Err(err)
+}
+
+fn write(writer: &mut Transport, reply: &Reply, payloads: Vec<Vec<u8>>) -> Result<()> {
     Frame {
         header: encode_header(reply)?,
         payloads,
@@ -118,12 +151,9 @@ fn write(writer: &mut BufWriter<UnixStream>, reply: &Reply, payloads: Vec<Vec<u8
     .map_err(HostError::from)
 }
 
-fn reply_error(writer: &mut BufWriter<UnixStream>, err: &HostError) -> Result<()> {
+fn reply_error(writer: &mut Transport, err: &HostError) -> Result<()> {
     write(writer, &Reply::Error(WireError::from(err)), Vec::new())
 }
-
-/// A reply header and its payloads.
-type Answer = (Reply, Vec<Vec<u8>>);
 
 /// The connection's view: which subtask it serves.
 struct Session {
@@ -141,10 +171,21 @@ impl Session {
             Request::Restore(restore) => self.restore(*restore),
             Request::Status => Ok((Reply::Status(Box::new(self.host.status())), Vec::new())),
             Request::AbortCheckpoint { checkpoint } => {
-                let canceled = self.host.cancel_uploads(checkpoint);
+                let canceled = self.host.cancel_uploads(Some(checkpoint), CANCEL_WAIT);
                 eprintln!(
                     "weir-host: checkpoint {checkpoint} aborted; {canceled} uploads canceled"
                 );
+                Ok((Reply::Aborted { canceled }, Vec::new()))
+            }
+            Request::StartGeneration { generation } => {
+                self.host.enter_generation(generation)?;
+                Ok(done())
+            }
+            Request::Shutdown => {
+                // Answered once the uploads stopped and deleted their files;
+                // the rest of the exit follows on the host's main thread.
+                let canceled = self.host.cancel_uploads(None, CANCEL_WAIT);
+                eprintln!("weir-host: shutdown requested; {canceled} uploads canceled");
                 Ok(done())
             }
             request => {
@@ -154,24 +195,25 @@ impl Session {
                             .into(),
                     )
                 })?;
+                let op = SlotOp::decode(request, payloads)?;
                 let mut guard = lock_slot(slot)?;
-                let slot = guard.usable()?;
-                on_slot(&self.host, slot, request, payloads)
+                op.apply(&self.host, guard.usable()?)
             }
         }
     }
 
     fn attach(&mut self, spec: SubtaskSpec, expect: &Expectation) -> Result<Answer> {
+        self.host.enter_generation(expect.generation)?;
         let key: SlotKey = (spec.uid.clone(), spec.subtask);
-        let existing = self.host.slot(&key);
-        let slot = match existing {
+        let slot = match self.host.slot(&key) {
             Some(slot) => {
                 {
                     let mut guard = lock_slot(&slot)?;
-                    check_compatible(guard.subtask.spec(), &spec)?;
-                    check_attach(&spec, Some(&guard.facts), expect)?;
+                    let held = guard.usable()?;
+                    check_compatible(held.subtask.spec(), &spec)?;
+                    check_attach(&spec, Some(&held.facts), expect)?;
                     if let Some(types) = spec.key_types.clone() {
-                        guard.subtask.set_key_types(types)?;
+                        held.subtask.set_key_types(types)?;
                     }
                 }
                 slot
@@ -180,7 +222,7 @@ impl Session {
                 check_attach(&spec, None, expect)?;
                 let dir = self.host.slot_dir(&key);
                 self.host
-                    .slot_or_open(key, || Slot::open(spec.clone(), &dir))?
+                    .slot_or_open(expect.generation, key, || Slot::open(spec.clone(), &dir))?
             }
         };
         let range = lock_slot(&slot)?.subtask.key_group_range();
@@ -194,6 +236,7 @@ impl Session {
     }
 
     fn restore(&mut self, request: RestoreRequest) -> Result<Answer> {
+        self.host.enter_generation(request.generation)?;
         let spec = request.spec.clone();
         let key: SlotKey = (spec.uid.clone(), spec.subtask);
         let storage = request.storage.open()?.snapshot_storage();
@@ -206,7 +249,7 @@ impl Session {
         slot.facts.restored_from = Some(request.restored_from);
         slot.facts.final_epoch = Some(request.cut);
         let range = slot.subtask.key_group_range();
-        self.slot = Some(self.host.replace_slot(key, slot));
+        self.slot = Some(self.host.replace_slot(request.generation, key, slot)?);
         Ok((
             Reply::Attached {
                 key_group_range: range,
@@ -239,122 +282,4 @@ fn check_compatible(held: &SubtaskSpec, wanted: &SubtaskSpec) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn done() -> Answer {
-    (Reply::Done, Vec::new())
-}
-
-fn values(array: ArrayRef) -> Result<Answer> {
-    Ok((Reply::Done, vec![payload::encode_values(array)?]))
-}
-
-/// Serves a request on the attached subtask (its lock held).
-fn on_slot(
-    host: &Arc<Host>,
-    slot: &mut Slot,
-    request: Request,
-    payloads: &[Vec<u8>],
-) -> Result<Answer> {
-    let keys = || payload::decode_keys(&payload::nth(payloads, 0)?);
-    let second = || payload::nth(payloads, 1);
-    let binary = |name: &str| -> Result<BinaryArray> { payload::typed(&second()?, name) };
-    let state = |id: u32| StateId(id);
-    let subtask: &mut Subtask = &mut slot.subtask;
-    match request {
-        Request::RegisterState { descriptor } => {
-            let id = subtask.register_state(&descriptor)?;
-            Ok((Reply::State { id: id.0 }, Vec::new()))
-        }
-        Request::RegisterOperatorState { name, mode } => {
-            let id = subtask.register_operator_state(&name, mode)?;
-            Ok((Reply::State { id: id.0 }, Vec::new()))
-        }
-        Request::Begin {
-            epoch,
-            attempt,
-            final_epoch,
-        } => {
-            subtask.begin(epoch, attempt, final_epoch)?;
-            slot.note_final();
-            Ok(done())
-        }
-        Request::Commit { epoch, attempt } => {
-            subtask.commit(epoch, attempt)?;
-            slot.facts.last_committed = slot.facts.last_committed.max(Some(epoch));
-            Ok(done())
-        }
-        Request::GetValues { state: id } => {
-            values(Arc::new(subtask.get_values(state(id), &keys()?)?))
-        }
-        Request::PutValues { state: id } => {
-            subtask.put_values(state(id), &keys()?, &binary(column::VALUE)?)?;
-            Ok(done())
-        }
-        Request::GetBatch { state: id } => values(subtask.get_batch(state(id), &keys()?)?),
-        Request::PutBatch { state: id } => {
-            let array = payload::array(&second()?, column::VALUE)?;
-            subtask.put_batch(state(id), &keys()?, &array)?;
-            Ok(done())
-        }
-        Request::Aggregate {
-            state: id,
-            function,
-        } => {
-            let inputs = payload::array(&second()?, column::VALUE)?;
-            values(subtask.aggregate(state(id), &keys()?, &inputs, function)?)
-        }
-        Request::GetLists { state: id } => {
-            values(Arc::new(subtask.get_lists(state(id), &keys()?)?))
-        }
-        Request::AppendLists { state: id } => {
-            subtask.append_lists(state(id), &keys()?, &binary(column::VALUE)?)?;
-            Ok(done())
-        }
-        Request::ReplaceLists { state: id } => {
-            subtask.replace_lists(state(id), &keys()?, &binary(column::VALUE)?)?;
-            Ok(done())
-        }
-        Request::MapEntries { state: id } => {
-            let entries = subtask.map_entries(state(id), &keys()?)?;
-            Ok((Reply::Done, payload::encode_map_entries(&entries)?))
-        }
-        Request::MapGet { state: id } => {
-            let user_keys = binary(column::USER_KEY)?;
-            values(Arc::new(subtask.map_get(
-                state(id),
-                &keys()?,
-                &user_keys,
-            )?))
-        }
-        Request::MapPut { state: id } => {
-            let (user_keys, map_values) = (binary(column::USER_KEY)?, binary(column::VALUE)?);
-            subtask.map_put(state(id), &keys()?, &user_keys, &map_values)?;
-            Ok(done())
-        }
-        Request::Clear { state: id } => {
-            subtask.clear(state(id), &keys()?)?;
-            Ok(done())
-        }
-        Request::OperatorState { state: id } => {
-            let items = subtask.operator_state(state(id))?;
-            Ok((Reply::Done, vec![payload::encode_items(&items)?]))
-        }
-        Request::SetOperatorState { state: id } => {
-            let items = payload::decode_items(&payload::nth(payloads, 0)?)?;
-            subtask.set_operator_state(state(id), items)?;
-            Ok(done())
-        }
-        Request::Barrier(request) => Ok((
-            Reply::Barrier(barrier::take(host, slot, &request)?),
-            Vec::new(),
-        )),
-        Request::Hello { .. }
-        | Request::Attach { .. }
-        | Request::Restore(_)
-        | Request::Status
-        | Request::AbortCheckpoint { .. } => Err(HostError::Protocol(
-            "a connection-level request reached the subtask handler".into(),
-        )),
-    }
 }

@@ -1,19 +1,20 @@
-//! What all connections of a host share: the token, the subtasks' slots,
-//! the runtime for background uploads, and activity for the idle timer.
+//! What all connections of a host share: the token, the generation and the
+//! subtasks' slots, the uploads in flight, and the switch that stops the host.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 use weir_types::{CheckpointId, OperatorUid, SubtaskIndex};
 
 use super::slot::Slot;
+use super::watchdog::ExitReason;
 use crate::error::{HostError, Result};
-use crate::protocol::HostStatus;
+use crate::protocol::{HostStatus, JobToken};
 
 /// A subtask's key in the host.
 pub(crate) type SlotKey = (OperatorUid, SubtaskIndex);
@@ -22,46 +23,99 @@ pub(crate) type SlotKey = (OperatorUid, SubtaskIndex);
 /// of different connections for the same subtask are serialized.
 pub(crate) type SharedSlot = Arc<Mutex<Slot>>;
 
+/// An upload in flight: checkpoint, operator, subtask.
+pub(crate) type UploadKey = (CheckpointId, OperatorUid, SubtaskIndex);
+
+/// Connections still in their handshake at once; more are closed unread, so
+/// peers that never prove the token cannot pile up threads.
+const MAX_HANDSHAKES: usize = 64;
+
 /// The host's shared state.
 pub(crate) struct Host {
-    token: Vec<u8>,
+    token: JobToken,
     /// Where subtasks keep working files.
     pub(crate) work_dir: PathBuf,
     /// Runs uploads and acks in the background.
     pub(crate) runtime: tokio::runtime::Handle,
+    /// Where the host listens on TCP, if it does.
+    pub(crate) tcp_address: Option<String>,
+    /// The newest generation served. Locked before `slots` whenever both are.
+    generation: Mutex<u64>,
     slots: Mutex<BTreeMap<SlotKey, SharedSlot>>,
     /// Uploads in flight: a switch that cancels each.
     uploads: Mutex<HashMap<UploadKey, watch::Sender<bool>>>,
+    /// Signaled whenever an upload finishes.
+    upload_finished: Condvar,
     acked: AtomicU64,
     failed: AtomicU64,
     last_failure: Mutex<Option<String>>,
-    connections: AtomicUsize,
-    last_active: Mutex<Instant>,
+    connections: Arc<AtomicUsize>,
+    handshakes: Arc<AtomicUsize>,
+    stop: Mutex<Option<ExitReason>>,
+    stop_requested: Condvar,
+    stopping: AtomicBool,
 }
 
-/// An upload in flight: checkpoint, operator, subtask.
-pub(crate) type UploadKey = (CheckpointId, OperatorUid, SubtaskIndex);
-
 impl Host {
-    pub(crate) fn new(token: &str, work_dir: PathBuf, runtime: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(
+        token: JobToken,
+        work_dir: PathBuf,
+        runtime: tokio::runtime::Handle,
+        tcp_address: Option<String>,
+    ) -> Self {
         Self {
-            token: token.as_bytes().to_vec(),
+            token,
             work_dir,
             runtime,
+            tcp_address,
+            generation: Mutex::new(0),
             slots: Mutex::new(BTreeMap::new()),
             uploads: Mutex::new(HashMap::new()),
+            upload_finished: Condvar::new(),
             acked: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             last_failure: Mutex::new(None),
-            connections: AtomicUsize::new(0),
-            last_active: Mutex::new(Instant::now()),
+            connections: Arc::new(AtomicUsize::new(0)),
+            handshakes: Arc::new(AtomicUsize::new(0)),
+            stop: Mutex::new(None),
+            stop_requested: Condvar::new(),
+            stopping: AtomicBool::new(false),
         }
     }
 
     /// Whether `presented` is the job token, compared in constant time so
     /// the reply's timing says nothing about how close a guess was.
-    pub(crate) fn authorizes(&self, presented: &str) -> bool {
-        bool::from(presented.as_bytes().ct_eq(&self.token))
+    pub(crate) fn authorizes(&self, presented: &JobToken) -> bool {
+        bool::from(
+            presented
+                .expose()
+                .as_bytes()
+                .ct_eq(self.token.expose().as_bytes()),
+        )
+    }
+
+    /// Serves `generation` from now on. An older one is refused
+    /// (`StateLost`: its tasks are stale); a newer one retires and drops
+    /// every slot, which all belong to older generations.
+    pub(crate) fn enter_generation(&self, generation: u64) -> Result<()> {
+        let dropped = {
+            let mut current = lock(&self.generation);
+            check_generation(*current, generation)?;
+            if generation == *current {
+                return Ok(());
+            }
+            *current = generation;
+            std::mem::take(&mut *lock(&self.slots))
+        };
+        if !dropped.is_empty() {
+            eprintln!(
+                "weir-host: generation {generation} starts; dropping {} subtasks of older \
+                 generations",
+                dropped.len()
+            );
+        }
+        retire(dropped.into_values());
+        Ok(())
     }
 
     /// The slot of `key`, if the host holds one.
@@ -69,12 +123,16 @@ impl Host {
         lock(&self.slots).get(key).cloned()
     }
 
-    /// The slot of `key`, created by `open` if the host holds none.
+    /// The slot of `key`, created by `open` if the host holds none, while
+    /// the host still serves `generation`.
     pub(crate) fn slot_or_open(
         &self,
+        generation: u64,
         key: SlotKey,
         open: impl FnOnce() -> Result<Slot>,
     ) -> Result<SharedSlot> {
+        let current = lock(&self.generation);
+        check_generation(*current, generation)?;
         let mut slots = lock(&self.slots);
         if let Some(slot) = slots.get(&key) {
             return Ok(Arc::clone(slot));
@@ -84,14 +142,22 @@ impl Host {
         Ok(slot)
     }
 
-    /// Installs `slot` for `key`, retiring the slot it replaces.
-    pub(crate) fn replace_slot(&self, key: SlotKey, slot: Slot) -> SharedSlot {
+    /// Installs `slot` for `key`, retiring the slot it replaces, while the
+    /// host still serves `generation`.
+    pub(crate) fn replace_slot(
+        &self,
+        generation: u64,
+        key: SlotKey,
+        slot: Slot,
+    ) -> Result<SharedSlot> {
         let slot = Arc::new(Mutex::new(slot));
-        let old = lock(&self.slots).insert(key, Arc::clone(&slot));
-        if let Some(old) = old {
-            lock(&old).retired = true;
-        }
-        slot
+        let old = {
+            let current = lock(&self.generation);
+            check_generation(*current, generation)?;
+            lock(&self.slots).insert(key, Arc::clone(&slot))
+        };
+        retire(old);
+        Ok(slot)
     }
 
     /// A directory for the working files of `key`'s subtask.
@@ -108,7 +174,6 @@ impl Host {
 
     /// Forgets a finished upload and counts its outcome.
     pub(crate) fn finish_upload(&self, key: &UploadKey, failure: Option<String>) {
-        lock(&self.uploads).remove(key);
         match failure {
             None => {
                 self.acked.fetch_add(1, Ordering::Relaxed);
@@ -118,59 +183,87 @@ impl Host {
                 *lock(&self.last_failure) = Some(message);
             }
         }
-        self.touch();
+        lock(&self.uploads).remove(key);
+        self.upload_finished.notify_all();
     }
 
-    /// Cancels every upload of checkpoint `id`; returns how many.
-    pub(crate) fn cancel_uploads(&self, id: CheckpointId) -> usize {
-        let uploads = lock(&self.uploads);
-        let mut canceled = 0;
-        for (key, switch) in uploads.iter() {
-            if key.0 == id {
-                // A finished upload dropped its receiver; nothing to cancel.
+    /// Cancels the uploads of checkpoint `id` (every upload if `None`) and
+    /// waits up to `limit` until they stopped and deleted what they wrote.
+    /// Returns how many were canceled.
+    pub(crate) fn cancel_uploads(&self, id: Option<CheckpointId>, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        let mut uploads = lock(&self.uploads);
+        let canceled: Vec<UploadKey> = uploads
+            .iter()
+            .filter(|(key, _)| id.is_none_or(|id| key.0 == id))
+            .map(|(key, switch)| {
+                // An upload past its cancel point dropped its receiver; it
+                // finishes on its own.
                 let _ = switch.send(true);
-                canceled += 1;
+                key.clone()
+            })
+            .collect();
+        while canceled.iter().any(|key| uploads.contains_key(key)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                eprintln!("weir-host: canceled uploads did not stop within {limit:?}");
+                break;
             }
+            uploads = self
+                .upload_finished
+                .wait_timeout(uploads, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
-        canceled
+        canceled.len()
     }
 
-    /// Uploads in flight.
-    pub(crate) fn pending_uploads(&self) -> usize {
-        lock(&self.uploads).len()
+    /// Counts an open connection until the returned guard is dropped.
+    pub(crate) fn connection(&self) -> Tally {
+        Tally::enter(&self.connections)
     }
 
-    /// A connection opened.
-    pub(crate) fn connection_opened(&self) {
-        self.connections.fetch_add(1, Ordering::SeqCst);
-        self.touch();
+    /// Counts a connection in its handshake until the guard is dropped;
+    /// `None` if too many are already.
+    pub(crate) fn handshake(&self) -> Option<Tally> {
+        let tally = Tally::enter(&self.handshakes);
+        (tally.count() <= MAX_HANDSHAKES).then_some(tally)
     }
 
-    /// A connection closed.
-    pub(crate) fn connection_closed(&self) {
-        self.connections.fetch_sub(1, Ordering::SeqCst);
-        self.touch();
+    /// Asks the host to exit (the first reason wins).
+    pub(crate) fn request_stop(&self, reason: ExitReason) {
+        let mut stop = lock(&self.stop);
+        if stop.is_none() {
+            *stop = Some(reason);
+        }
+        self.stop_requested.notify_all();
     }
 
-    /// Open connections.
-    pub(crate) fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
+    /// Waits up to `limit` for a stop request.
+    pub(crate) fn wait_for_stop(&self, limit: Duration) -> Option<ExitReason> {
+        let stop = lock(&self.stop);
+        let (stop, _) = self
+            .stop_requested
+            .wait_timeout_while(stop, limit, |stop| stop.is_none())
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *stop
     }
 
-    /// Records activity (a request, a connection, an upload finishing).
-    pub(crate) fn touch(&self) {
-        *lock(&self.last_active) = Instant::now();
+    /// Tells the accept loops to stop taking connections.
+    pub(crate) fn set_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
     }
 
-    /// When the host last did something.
-    pub(crate) fn last_active(&self) -> Instant {
-        *lock(&self.last_active)
+    /// Whether the host is on its way out.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Drops every slot (closing databases, removing their directories).
+    /// Retires and drops every slot (closing databases, removing their
+    /// directories once no connection holds them).
     pub(crate) fn drop_slots(&self) {
         let slots = std::mem::take(&mut *lock(&self.slots));
-        drop(slots);
+        retire(slots.into_values());
     }
 
     /// The host's status; waits for requests in progress on each slot.
@@ -192,13 +285,60 @@ impl Host {
             .collect();
         HostStatus {
             pid: std::process::id(),
-            connections: self.connections(),
+            tcp_address: self.tcp_address.clone(),
+            generation: *lock(&self.generation),
+            connections: self.connections.load(Ordering::SeqCst),
             subtasks,
             pending_uploads: uploads.len(),
             acked_uploads: self.acked.load(Ordering::Relaxed),
             failed_uploads: self.failed.load(Ordering::Relaxed),
             last_failure: lock(&self.last_failure).clone(),
         }
+    }
+}
+
+fn check_generation(current: u64, wanted: u64) -> Result<()> {
+    if wanted < current {
+        return Err(HostError::StateLost(format!(
+            "the task belongs to generation {wanted} of the job, but this state host serves \
+             generation {current}; the job restarted since the task was planned"
+        )));
+    }
+    Ok(())
+}
+
+/// Marks slots retired, so connections still holding them stop using them.
+fn retire(slots: impl IntoIterator<Item = SharedSlot>) {
+    for slot in slots {
+        lock(&slot).retired = true;
+    }
+}
+
+/// One member of a count, for as long as it lives: the count stays right
+/// whichever way its holder ends (error, panic, or return).
+pub(crate) struct Tally {
+    count: Arc<AtomicUsize>,
+    now: usize,
+}
+
+impl Tally {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        let now = count.fetch_add(1, Ordering::SeqCst) + 1;
+        Self {
+            count: Arc::clone(count),
+            now,
+        }
+    }
+
+    /// The count right after this member entered.
+    fn count(&self) -> usize {
+        self.now
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

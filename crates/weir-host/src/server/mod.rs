@@ -1,61 +1,69 @@
-//! The state host process: serves subtask state over a Unix socket.
+//! The state host process: serves subtask state over a Unix socket and,
+//! when asked, over TCP.
 //!
-//! [`run`] takes the host directory's lock (one host per directory), binds
-//! the socket (mode `0600` inside the `0700` directory), and serves each
-//! connection on its own thread; snapshot uploads and acks run on a tokio
-//! runtime. It returns when the host has been idle (no connection, no
-//! upload) for the idle timeout, or when the owner process is gone.
+//! [`run`] takes the host directory's lock (one host per directory; the
+//! caller gives each executor its own directory), binds the socket (mode
+//! `0600` inside the `0700` directory) and the TCP address, publishes the
+//! bound TCP address in the directory, and serves each connection on its own
+//! thread; snapshot uploads and acks run on a tokio runtime. A host lives as
+//! long as its job: it returns when its owner process is gone, on SIGTERM or
+//! SIGINT, or on an authenticated `Shutdown`, and removes its socket,
+//! address file and working files on the way out.
 
 mod ack;
 mod barrier;
 mod connection;
 mod host;
+mod listen;
+mod op;
 mod slot;
 mod watchdog;
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixListener;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{HostError, Result};
-use crate::protocol::HostDir;
+use crate::protocol::{HostDir, JobToken};
 
+use listen::{Listener, Published};
 pub use watchdog::ExitReason;
 
 /// How long a starting host waits for the directory's lock: a host that
 /// decided to exit releases it moments after removing its socket.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 
+/// How long an exiting host waits for its canceled uploads to delete what
+/// they wrote.
+const CANCEL_WAIT: Duration = Duration::from_secs(30);
+
 /// How a host runs. Its `Debug` output leaves out the token.
 #[derive(Clone)]
 pub struct HostConfig {
-    /// The host directory (socket, lock, working files).
+    /// The host directory (socket, address, lock, working files).
     pub dir: HostDir,
     /// The job token every connection must present.
-    pub token: String,
-    /// Exit after this long without connections or uploads.
-    pub idle_timeout: Duration,
-    /// Exit when this process is gone (the executor or worker that started
-    /// the host).
+    pub token: JobToken,
+    /// Exit when this process is gone (the executor that started the host).
     pub owner_pid: Option<u32>,
     /// Where subtasks keep working files; `dir/work` by default.
     pub work_dir: Option<PathBuf>,
-    /// How often the idle timer and the owner are checked.
+    /// How often the owner is checked.
     pub poll_interval: Duration,
+    /// Also listen on TCP at this `host:port` (port 0: any free port) for
+    /// tasks on other executors; `None`: the Unix socket only.
+    pub listen: Option<String>,
 }
 
 impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")
             .field("dir", &self.dir)
-            .field("idle_timeout", &self.idle_timeout)
             .field("owner_pid", &self.owner_pid)
             .field("work_dir", &self.work_dir)
             .field("poll_interval", &self.poll_interval)
+            .field("listen", &self.listen)
             .finish_non_exhaustive()
     }
 }
@@ -71,30 +79,27 @@ pub enum StartError {
     Host(#[from] HostError),
 }
 
-/// Runs a host until it is idle or its owner is gone.
+/// Runs a host until its owner is gone, a signal or a `Shutdown` request.
 pub fn run(config: HostConfig) -> Result<ExitReason, StartError> {
-    if config.token.is_empty() {
+    if config.token.expose().is_empty() {
         return Err(HostError::InvalidRequest("the job token may not be empty".into()).into());
     }
     config.dir.prepare()?;
     let _lock = acquire_lock(&config.dir)?;
-    let socket = config.dir.socket();
-    match fs::remove_file(&socket) {
-        Ok(()) => {}
-        Err(err) if err.kind() == ErrorKind::NotFound => {}
-        Err(err) => {
-            return Err(
-                HostError::io(format!("removing stale socket {}", socket.display()), err).into(),
-            );
-        }
-    }
-    let listener = UnixListener::bind(&socket)
-        .map_err(|err| HostError::io(format!("binding {}", socket.display()), err))?;
-    fs::set_permissions(&socket, fs::Permissions::from_mode(0o600))
-        .map_err(|err| HostError::io(format!("restricting {}", socket.display()), err))?;
+    // From here on, every way out removes what the host created.
+    let mut published = Published::default();
     let work_dir = config.work_dir.clone().unwrap_or_else(|| config.dir.work());
     // Files of a host that died without cleaning up belong to nobody.
-    let _ = fs::remove_dir_all(&work_dir);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    published.dir(work_dir.clone());
+    let mut listeners = vec![Listener::unix(&config.dir, &mut published)?];
+    if let Some(address) = &config.listen {
+        listeners.push(Listener::tcp(address)?);
+    }
+    let tcp_address = listeners
+        .iter()
+        .find_map(Listener::tcp_address)
+        .map(|a| a.to_string());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("weir-host-io")
@@ -102,46 +107,48 @@ pub fn run(config: HostConfig) -> Result<ExitReason, StartError> {
         .build()
         .map_err(|err| HostError::io("starting the upload runtime", err))?;
     let host = Arc::new(host::Host::new(
-        &config.token,
-        work_dir.clone(),
+        config.token.clone(),
+        work_dir,
         runtime.handle().clone(),
+        tcp_address.clone(),
     ));
+    watchdog::stop_on_signals(&host, &runtime)?;
+    if let Some(address) = &tcp_address {
+        published.address(&config.dir, address)?;
+    }
     eprintln!(
-        "weir-host {}: serving {} (idle timeout {:?}, owner {:?})",
+        "weir-host {}: serving {}{} (owner {:?})",
         std::process::id(),
-        socket.display(),
-        config.idle_timeout,
+        config.dir.socket().display(),
+        tcp_address
+            .as_ref()
+            .map_or_else(String::new, |a| format!(" and TCP {a}")),
         config.owner_pid
     );
-    let accept_host = Arc::clone(&host);
-    std::thread::Builder::new()
-        .name("weir-host-accept".into())
-        .spawn(move || accept(&accept_host, &listener))
-        .map_err(|err| HostError::io("starting the accept thread", err))?;
-    let reason = watchdog::watch(&host, &config);
-    // Clients must stop finding this host before it lets go of the lock.
-    let _ = fs::remove_file(&socket);
-    host.drop_slots();
-    let _ = fs::remove_dir_all(&work_dir);
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    eprintln!("weir-host {}: exiting: {reason}", std::process::id());
-    Ok(reason)
-}
-
-fn accept(host: &Arc<host::Host>, listener: &UnixListener) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else {
-            // A failed accept concerns that client only.
-            continue;
-        };
-        let host = Arc::clone(host);
-        let spawned = std::thread::Builder::new()
-            .name("weir-host-conn".into())
-            .spawn(move || connection::serve(&host, stream));
-        if let Err(err) = spawned {
-            eprintln!("weir-host: cannot start a connection thread: {err}");
-        }
+    let listeners: Vec<Arc<Listener>> = listeners.into_iter().map(Arc::new).collect();
+    for listener in &listeners {
+        let (listener, host) = (Arc::clone(listener), Arc::clone(&host));
+        std::thread::Builder::new()
+            .name("weir-host-accept".into())
+            .spawn(move || listener.accept_loop(&host))
+            .map_err(|err| HostError::io("starting an accept thread", err))?;
     }
+    let reason = watchdog::watch(&host, &config);
+    eprintln!("weir-host {}: exiting: {reason}", std::process::id());
+    host.set_stopping();
+    for listener in &listeners {
+        listener.wake();
+    }
+    // Clients must stop finding this host before it lets go of the lock.
+    published.remove_files();
+    let canceled = host.cancel_uploads(None, CANCEL_WAIT);
+    if canceled > 0 {
+        eprintln!("weir-host: canceled {canceled} uploads");
+    }
+    host.drop_slots();
+    drop(published);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(reason)
 }
 
 /// Takes the directory's lock for the life of the host, waiting briefly

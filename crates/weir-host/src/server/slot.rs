@@ -109,7 +109,7 @@ pub(crate) fn check_attach(
 ) -> Result<()> {
     let name = format!("{}/{}", spec.uid, spec.subtask);
     let Some(facts) = facts else {
-        if *expect == Expectation::fresh() {
+        if expect.starts_empty() {
             return Ok(());
         }
         return Err(HostError::StateLost(format!(
@@ -196,6 +196,7 @@ mod tests {
 
     fn expect(restored_from: Option<u64>, final_epoch: Option<u64>) -> Expectation {
         Expectation {
+            generation: 0,
             restored_from: restored_from.map(CheckpointId),
             final_epoch: final_epoch.map(Epoch),
         }

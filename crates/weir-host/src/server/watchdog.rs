@@ -1,26 +1,35 @@
-//! Decides when the host exits: idle for too long, or its owner is gone.
+//! Decides when the host exits: its owner is gone, a signal asked it to,
+//! or the driver sent `Shutdown`. Nothing else ends a host: quiet gaps in a
+//! job are normal and must not lose its state.
 
 use std::fmt;
+use std::sync::Arc;
 
 use rustix::process::{Pid, test_kill_process};
+use tokio::runtime::Runtime;
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::HostConfig;
 use super::host::Host;
+use crate::error::{HostError, Result};
 
 /// Why a host exited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitReason {
-    /// No connection and no upload for the idle timeout.
-    Idle,
     /// The owner process is gone.
     OwnerGone(u32),
+    /// SIGTERM or SIGINT arrived (the signal's name).
+    Signal(&'static str),
+    /// An authenticated client sent `Shutdown`.
+    Shutdown,
 }
 
 impl fmt::Display for ExitReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Idle => f.write_str("idle"),
             Self::OwnerGone(pid) => write!(f, "owner process {pid} is gone"),
+            Self::Signal(name) => write!(f, "{name} received"),
+            Self::Shutdown => f.write_str("shutdown requested"),
         }
     }
 }
@@ -28,19 +37,36 @@ impl fmt::Display for ExitReason {
 /// Blocks until the host should exit.
 pub(super) fn watch(host: &Host, config: &HostConfig) -> ExitReason {
     loop {
-        std::thread::sleep(config.poll_interval);
+        if let Some(reason) = host.wait_for_stop(config.poll_interval) {
+            return reason;
+        }
         if let Some(pid) = config.owner_pid
             && !alive(pid)
         {
             return ExitReason::OwnerGone(pid);
         }
-        let idle = host.connections() == 0
-            && host.pending_uploads() == 0
-            && host.last_active().elapsed() >= config.idle_timeout;
-        if idle {
-            return ExitReason::Idle;
-        }
     }
+}
+
+/// Stops the host on SIGTERM or SIGINT (so it removes its files and exits
+/// 0 instead of dying with them in place). Registered before the host is
+/// reachable, so no signal meant for it falls back to the default action.
+pub(super) fn stop_on_signals(host: &Arc<Host>, runtime: &Runtime) -> Result<()> {
+    let _context = runtime.enter();
+    let register = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|err| HostError::io(format!("handling {name}"), err))
+    };
+    let mut term = register(SignalKind::terminate(), "SIGTERM")?;
+    let mut interrupt = register(SignalKind::interrupt(), "SIGINT")?;
+    let host = Arc::clone(host);
+    runtime.spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        host.request_stop(ExitReason::Signal(name));
+    });
+    Ok(())
 }
 
 /// Whether process `pid` exists (signal 0: checks without sending).

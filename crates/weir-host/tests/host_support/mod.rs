@@ -9,10 +9,14 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Array, BinaryArray};
 use weir_host::client::{HOST_TOKEN_ENV, HostClient, HostOptions};
-use weir_host::{BackendSpec, KeyBatch, SubtaskSpec};
+use weir_host::protocol::{
+    Expectation, Frame, FrameError, HostAddress, JobToken, PROTOCOL_VERSION, Reply, Request,
+    Transport, decode_header, encode_header,
+};
+use weir_host::{BackendSpec, KeyBatch, SubtaskSession, SubtaskSpec};
 use weir_types::{
-    KeyGroup, MaxParallelism, OperatorUid, SubtaskIndex, Value, ValueType, decode_value,
-    encode_key, encode_value, key_group_of,
+    Attempt, Epoch, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor, StateKind,
+    SubtaskIndex, Value, ValueType, decode_value, encode_key, encode_value, key_group_of,
 };
 
 pub const TOKEN: &str = "host-test-token-93c1";
@@ -24,10 +28,9 @@ pub fn binary() -> PathBuf {
 }
 
 /// Options for `ensure_host` with this binary.
-pub fn options(idle: Duration) -> HostOptions {
+pub fn options() -> HostOptions {
     HostOptions {
         binary: Some(binary()),
-        idle_timeout: idle,
         // A test process that dies takes its hosts with it.
         owner_pid: Some(std::process::id()),
         ..HostOptions::default()
@@ -80,13 +83,18 @@ impl Host {
         self.dir.path().join("h")
     }
 
+    /// Its Unix socket.
+    pub fn address(&self) -> HostAddress {
+        HostAddress::of_dir(self.path())
+    }
+
     pub fn connect(&self) -> HostClient {
-        HostClient::connect(self.path(), TOKEN).expect("connects")
+        HostClient::connect(&self.address(), TOKEN).expect("connects")
     }
 
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while HostClient::connect(self.path(), TOKEN).is_err() {
+        while HostClient::connect(&self.address(), TOKEN).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "the host never accepted a connection"
@@ -174,4 +182,130 @@ pub fn wait_gone(pid: u32, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
+}
+
+/// A client that speaks raw frames, for what a well-behaved client never sends.
+pub struct Raw {
+    pub stream: Transport,
+}
+
+impl Raw {
+    /// Connects without a handshake; replies are awaited at most 30 s.
+    pub fn connect(address: &HostAddress) -> Self {
+        let stream = match address {
+            HostAddress::Unix(path) => {
+                Transport::Unix(std::os::unix::net::UnixStream::connect(path).expect("connects"))
+            }
+            HostAddress::Tcp(address) => {
+                Transport::Tcp(std::net::TcpStream::connect(address).expect("connects"))
+            }
+        };
+        let raw = Self { stream };
+        raw.timeout(Duration::from_secs(30));
+        raw
+    }
+
+    /// Connects and completes the handshake.
+    pub fn authenticated(address: &HostAddress) -> Self {
+        let mut raw = Self::connect(address);
+        let reply = raw.call(
+            &Request::Hello {
+                version: PROTOCOL_VERSION,
+                token: JobToken::new(TOKEN),
+            },
+            Vec::new(),
+        );
+        assert!(matches!(reply, Some(Reply::Hello { .. })), "{reply:?}");
+        raw
+    }
+
+    pub fn timeout(&self, limit: Duration) {
+        match &self.stream {
+            Transport::Unix(s) => s.set_read_timeout(Some(limit)).expect("sets"),
+            Transport::Tcp(s) => s.set_read_timeout(Some(limit)).expect("sets"),
+        }
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        std::io::Write::write_all(&mut self.stream, bytes)
+    }
+
+    /// The next reply; `None` once the host closed the connection.
+    pub fn reply(&mut self) -> Option<Reply> {
+        match Frame::read_from(&mut self.stream) {
+            Ok(Some(frame)) => Some(decode_header(&frame.header).expect("a reply header")),
+            Ok(None) => None,
+            Err(FrameError::Io(err)) if err.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(err) => panic!("no reply: {err}"),
+        }
+    }
+
+    pub fn call(&mut self, request: &Request, payloads: Vec<Vec<u8>>) -> Option<Reply> {
+        let frame = Frame {
+            header: encode_header(request).expect("encodes"),
+            payloads,
+        };
+        let mut bytes = Vec::new();
+        frame.write_to(&mut bytes).expect("encodes");
+        // A host that closed the connection early shows in the reply.
+        let _ = self.send_bytes(&bytes);
+        self.reply()
+    }
+}
+
+/// A field of `/proc/<pid>/status` in KiB (`VmSize`, `VmHWM`, ...).
+pub fn proc_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Waits until `check` holds (polls until `limit`); whether it did.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A value state of int64 counts.
+pub fn count() -> StateDescriptor {
+    StateDescriptor::new("count", StateKind::Value, ValueType::Int64).expect("valid")
+}
+
+/// Epoch 1 of `avg/0` (parallelism 1) on `backend`: key 1 set to `value`, committed.
+pub fn write_epoch_one(client: HostClient, backend: BackendSpec, value: i64) {
+    let mut session = client
+        .attach(spec("avg", 0, 1, backend), Expectation::fresh())
+        .expect("attaches");
+    let state = session.register_state(&count()).expect("registers");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    session
+        .put_values(state, &keys(&[1]), &ints(&[Some(value)]))
+        .expect("writes");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+}
+
+/// Key 1 of `avg/0` as the task of epoch 2 (epoch 1 final) sees it.
+pub fn read_epoch_two(
+    client: HostClient,
+    backend: BackendSpec,
+) -> weir_host::Result<Vec<Option<i64>>> {
+    let after_epoch_1 = Expectation {
+        final_epoch: Some(Epoch(1)),
+        ..Expectation::fresh()
+    };
+    let mut session = client.attach(spec("avg", 0, 1, backend), after_epoch_1)?;
+    let state = session.register_state(&count())?;
+    session.begin(Epoch(2), Attempt(0), Some(Epoch(1)))?;
+    Ok(decoded(&session.get_values(state, &keys(&[1]))?))
 }
