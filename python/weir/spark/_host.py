@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from functools import cache
 from pathlib import Path
 
 from weir import _internal
 from weir.host import command
 from weir.key_groups import key_group_range as _key_group_range
-from weir.spark.plan import EpochTask
+from weir.spark.tasks import OperatorTask
+from weir.types import value_type_json
+
+HOST_IDLE_TIMEOUT_S = 120.0
 
 
 def _owner_pid() -> int:
@@ -29,41 +31,35 @@ def _owner_pid() -> int:
     return parent
 
 
-@cache
-def _restore_json(path: str, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> str | None:
-    return _internal.subtask_restore(path, uid, subtask, parallelism, max_parallelism)
-
-
-def open_session(task: EpochTask, partition: int) -> _internal.Session:
+def open_session(task: OperatorTask, partition: int) -> _internal.Session:
     """Attaches to subtask ``partition``'s state, restoring it first if this
     generation starts from a checkpoint and the host does not hold it yet."""
     op = task.operator
-    # Only a task starting right at the restored cut may load the state from
-    # storage; later tasks expect the host to hold it (else StateLostError).
-    restore = (
-        _restore_json(op.restore_from, op.uid, partition, op.parallelism, op.max_parallelism)
-        if op.restore_from is not None and task.final_epoch == op.restore_cut
-        else None
-    )
+    # Only a task starting right at the restored cut gets a ticket to load the
+    # state from storage; later tasks expect the host to hold it (else StateLostError).
+    restore = task.restore_tickets[partition] if task.restore_tickets is not None else None
+    key_types = None
+    if op.key_types is not None:
+        key_types = "[" + ",".join(value_type_json(t) for t in op.key_types) + "]"
     return _internal.connect_host(
-        op.host.directory,
-        op.host.token,
+        os.path.join(task.hosts.directory, f"gen-{task.generation}"),
+        task.hosts.token,
         uid=op.uid,
         subtask=partition,
         parallelism=op.parallelism,
         max_parallelism=op.max_parallelism,
         backend=op.backend,
-        key_types_json=op.key_types_json,
-        expect_restored_from=op.restored_checkpoint,
+        key_types_json=key_types,
+        expect_restored_from=task.restored_checkpoint,
         expect_final_epoch=task.final_epoch,
         restore_json=restore,
         host_command=command(),
-        idle_timeout_s=op.host.idle_timeout_s,
+        idle_timeout_s=HOST_IDLE_TIMEOUT_S,
         owner_pid=_owner_pid(),
     )
 
 
-def take_barrier(session: _internal.Session, task: EpochTask) -> int:
+def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
     """The barrier's synchronous part; returns its duration in microseconds."""
     barrier = task.barrier
     assert barrier is not None
@@ -75,7 +71,7 @@ def take_barrier(session: _internal.Session, task: EpochTask) -> int:
             barrier.storage,
             barrier.storage_options,
             barrier.ack_url,
-            task.operator.host.token,
+            task.hosts.token,
         )
     )
 

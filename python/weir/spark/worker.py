@@ -1,7 +1,7 @@
 """The task side of an epoch: runs in Spark's Python workers inside ``mapInArrow``.
 
-A task of epoch ``e`` for subtask ``s`` (= its Spark partition) attaches to
-the executor's state host, takes the barrier's snapshot if one precedes its
+A task of epoch ``e`` for subtask ``s`` (= its Spark partition) of one
+stateful operator attaches to the subtask's state host, takes the barrier's snapshot if one precedes its
 records, begins attempt ``a`` of ``e`` (which folds the final epochs into the
 base and discards an earlier attempt's writes, so retries are harmless), runs
 the user's function over its Arrow batches with batched state access, and
@@ -22,17 +22,17 @@ from weir._runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
 from weir.spark import _host
-from weir.spark.plan import INTERNAL_COLUMNS, KEY_GROUP, MARKER, EpochTask, OperatorSpec
+from weir.spark.tasks import INTERNAL_COLUMNS, KEY_GROUP, MARKER, OperatorSpec, OperatorTask
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
 
 
 def run_epoch_task(
-    task: EpochTask, batches: Iterator[pa.RecordBatch], records: Accumulator[int]
+    task: OperatorTask, batches: Iterator[pa.RecordBatch], records: Accumulator[int] | None
 ) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function of one epoch (see the module docs); counts
-    the records it processed into ``records``."""
+    """The ``mapInArrow`` function of one operator in one epoch (see the module
+    docs); counts the records it processed into ``records`` if given."""
     context = TaskContext.get()
     if context is None:
         raise StateError("a Weir epoch task must run inside a Spark task")
@@ -50,7 +50,8 @@ def run_epoch_task(
     if task.notify_complete is not None:
         runner.notify_checkpoint_complete(task.notify_complete)
     key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
-    yield from process_batches(runner, op, batches, key_range, partition, records.add)
+    count = records.add if records is not None else _ignore
+    yield from process_batches(runner, op, batches, key_range, partition, count)
     # Functions live for one task, and every task ends at a potential cut, so
     # a CheckpointedFunction hands its in-memory data to operator state at the
     # end of every task; the id is the checkpoint this epoch may become the
@@ -92,6 +93,10 @@ def process_batches(
         outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
         if outputs:
             yield _to_batch(outputs, op.output_schema)
+
+
+def _ignore(_: int) -> None:
+    """Counts nothing (only the first operator counts the epoch's records)."""
 
 
 def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition: int) -> None:

@@ -1,10 +1,10 @@
 """What one epoch's tasks are told: the operator, the epoch, and any barrier.
 
-An :class:`EpochTask` travels to the Python workers inside the ``mapInArrow``
-closure of the epoch's Spark job, so every task of subtask ``s`` in epoch
-``e`` learns, in-band and before its first record, which epochs are final,
-whether a barrier precedes its records, and which checkpoint (if any) its
-state must be restored from.
+An :class:`OperatorTask` travels to the Python workers inside the
+``mapInArrow`` closure of its stateful step, so every task of subtask ``s``
+of an operator in epoch ``e`` learns, in-band and before its first record,
+which epochs are final, whether a barrier precedes its records, and which
+checkpoint (if any) its state must be restored from.
 """
 
 from __future__ import annotations
@@ -25,15 +25,17 @@ INTERNAL_COLUMNS = (KEY_GROUP, ROUTE, MARKER)
 
 
 @dataclass(frozen=True)
-class HostAddress:
-    """How tasks reach (and if needed start) the executor's state host."""
+class HostAccess:
+    """How tasks reach (and if needed start) the state hosts of this run."""
 
     directory: str
-    """The host's private (0700) directory holding its socket and lock."""
+    """The run's private (0700) host directory on each executor."""
     token: str
-    """The job token the host checks in the handshake."""
-    idle_timeout_s: float
-    """The host exits after this long without connections."""
+    """The job token every host checks in the handshake."""
+
+    def __repr__(self) -> str:
+        # The token is a secret: never in logs, tracebacks or Spark's UI.
+        return f"HostAccess(directory={self.directory!r}, token=<hidden>)"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Barrier:
     checkpoint_id: int
     cut: int
     storage: str
-    """The job's checkpoint directory (URL) the snapshot is uploaded under."""
+    """Where subtasks upload the snapshot (the job directory, or a fresh savepoint directory)."""
     storage_options: dict[str, str]
     """Options of that storage (S3 settings; ``put_delay_ms`` for a slow local store)."""
     ack_url: str
@@ -52,34 +54,29 @@ class Barrier:
 
 @dataclass(frozen=True)
 class OperatorSpec:
-    """The stateful operator, the same for every epoch of a run."""
+    """A stateful operator, the same for every epoch of a run."""
 
     uid: str
     function: Any
-    key_columns: tuple[str, ...]
-    key_types_json: str | None
-    """The key columns' state types as a JSON list; ``None`` before the first data epoch."""
+    key_columns: tuple[str, ...] | None
+    """``None`` for a non-keyed operator."""
+    key_types: Any
+    """The key columns' state types; ``None`` before the first data epoch (or non-keyed)."""
     value_columns: tuple[str, ...]
+    """The input columns handed to the function, in order."""
     output_schema: pa.Schema
     parallelism: int
     max_parallelism: int
     backend: str
-    host: HostAddress
-    restore_from: str | None
-    """The checkpoint or savepoint this generation's state starts from."""
-    restored_checkpoint: int | None
-    """Its checkpoint id: every task of the generation expects state that came from it."""
-    restore_cut: int | None
-    """Its cut epoch: only tasks that start right at it may (re)load it from storage,
-    which retention may delete once newer checkpoints complete."""
 
 
 @dataclass(frozen=True)
-class EpochTask:
-    """Everything a task of one epoch needs besides its rows."""
+class OperatorTask:
+    """Everything a task of one operator in one epoch needs besides its rows."""
 
     operator: OperatorSpec
     epoch: int
+    generation: int
     final_epoch: int | None
     """Every epoch up to this one succeeded: fold it into the base first."""
     barrier: Barrier | None
@@ -87,3 +84,8 @@ class EpochTask:
     """The newest completed checkpoint the function has not yet been told of."""
     pending_checkpoint: int | None
     """A triggered checkpoint still waiting for its cut (this epoch may become it)."""
+    restored_checkpoint: int | None
+    """The checkpoint this generation's state of the operator came from (``None``: empty)."""
+    restore_tickets: tuple[Any, ...] | None
+    """Per subtask, what to load from storage; only for tasks starting at the restored cut."""
+    hosts: HostAccess
