@@ -7,7 +7,7 @@ Each record does one ``value()`` and one ``update()`` of a ``ValueState[int]``
   Python dict, driven by the same loop: the baseline the target refers to
   (Weir >= 60% of it);
 * ``dict loop``: a bare ``d[k] = d.get(k, 0) + 1`` loop, the floor of Python;
-* ``runner``: ``weir._runtime.KeyedOperatorRunner.process`` on a session of
+* ``runner``: ``weir.runtime.KeyedOperatorRunner.process`` on a session of
   the in-process engine (what a Spark worker does per batch; one epoch);
 * ``harness``: ``KeyedOperatorHarness.process_elements`` (adds the key
   selector, key groups and routing over subtasks);
@@ -31,9 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir._runtime import KeyedOperatorRunner
+from weir.runtime import KeyedOperatorRunner
 from weir.testing import KeyedOperatorHarness
+from weir.types import value_type
 
 
 class WeirCounter(KeyedProcessFunction):
@@ -136,10 +139,10 @@ def main() -> None:
                 parallelism=1,
                 max_parallelism=128,
                 backend=args.backend,
-                key_types_json='[{"type":"int64"}]',
+                key_types=[value_type(pa.int64())],
                 expect_restored_from=None,
                 expect_final_epoch=None,
-                restore_json=None,
+                restore=None,
                 host_command=str(host_binary),
                 idle_timeout_s=30.0,
                 owner_pid=os.getpid(),

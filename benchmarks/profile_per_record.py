@@ -60,11 +60,12 @@ from keyed_average import KEY_MULTIPLIER, KeyedAverage  # noqa: E402
 
 from benchmarks.keyed_average.peers.ceilings import make_dict_loop  # noqa: E402
 from weir import _internal  # noqa: E402
-from weir._runtime import KeyedOperatorRunner  # noqa: E402
 from weir.host import command  # noqa: E402
 from weir.key_groups import key_group_of, key_group_range, subtask_of  # noqa: E402
+from weir.runtime import KeyedOperatorRunner  # noqa: E402
 from weir.spark import worker  # noqa: E402
 from weir.spark.plan import KEY_GROUP, MARKER, ROUTE, HostAddress, OperatorSpec  # noqa: E402
+from weir.types import value_type  # noqa: E402
 
 OUTPUT_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("avg", pa.int64())])
 INPUT_SCHEMA = pa.schema(
@@ -239,7 +240,7 @@ def main() -> None:
             "uid": uid,
             "function": KeyedAverage(args.window),
             "key_columns": ("key",),
-            "key_types_json": '[{"type":"int64"}]',
+            "key_types": (value_type(pa.int64()),),
             "value_columns": ("key", "value"),
             "output_schema": OUTPUT_SCHEMA,
             "parallelism": p,
@@ -261,10 +262,10 @@ def main() -> None:
             parallelism=p,
             max_parallelism=max_p,
             backend=args.backend,
-            key_types_json='[{"type":"int64"}]',
+            key_types=[value_type(pa.int64())],
             expect_restored_from=None,
             expect_final_epoch=None,
-            restore_json=None,
+            restore=None,
             host_command=command(),
             idle_timeout_s=60.0,
             owner_pid=os.getpid(),

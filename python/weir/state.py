@@ -18,22 +18,22 @@ Examples:
     >>> from weir.types import Types
     >>> d = ValueStateDescriptor("count", Types.LONG())
     >>> d.enable_time_to_live(StateTtlConfig.new_builder(60_000).build())
-    >>> d.descriptor_json()
-    '{"name":"count","kind":"value","value_type":{"type":"int64"},"user_key_type":null,\
-"ttl":{"ttl_millis":60000,"update":"on_create_and_write"}}'
+    >>> d.native
+    StateDescriptor("count", value, value_type=int64, ttl_millis=60000)
 """
 
 from __future__ import annotations
 
 import datetime
 import enum
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
+from weir._internal import StateDescriptor as NativeDescriptor
 from weir.exceptions import InvalidArgumentError
-from weir.types import StateType, value_type_json
+from weir.types import StateType
+from weir.types import value_type as engine_type
 
 __all__ = [
     "AggregateFunction",
@@ -96,8 +96,7 @@ class StateTtlConfig:
         ProcessingTime = "processing_time"
 
     def __init__(self, ttl_millis: int, update_type: StateTtlConfig.UpdateType) -> None:
-        if ttl_millis <= 0:
-            raise InvalidArgumentError(f"a state time-to-live must be positive, got {ttl_millis} ms")
+        # A descriptor checks the TTL when it is enabled (in the engine, as all its parts).
         self.ttl_millis = ttl_millis
         self.update_type = update_type
 
@@ -117,10 +116,6 @@ class StateTtlConfig:
 
     def __repr__(self) -> str:
         return f"StateTtlConfig(ttl_millis={self.ttl_millis}, update_type={self.update_type.name})"
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The engine's ``TtlConfig``."""
-        return {"ttl_millis": self.ttl_millis, "update": self.update_type.value}
 
     class Builder:
         """Builds a :class:`StateTtlConfig`."""
@@ -213,13 +208,17 @@ class StateDescriptor(ABC):
 
     kind: ClassVar[str]
 
-    def __init__(self, name: str, value_type: StateType) -> None:
-        if not isinstance(name, str) or not 0 < len(name) <= 256:
-            raise InvalidArgumentError(f"state name {name!r} is invalid: use a str of 1 to 256 characters")
+    def __init__(self, name: str, value_type: StateType, user_key_type: StateType | None = None) -> None:
         self.name = name
         self.type_info = value_type
         self.ttl_config: StateTtlConfig | None = None
-        self._value_type_json = value_type_json(value_type)
+        self.native = NativeDescriptor(
+            name,
+            self.kind,
+            engine_type(value_type),
+            user_key_type=None if user_key_type is None else engine_type(user_key_type),
+        )
+        """The engine's descriptor (validated there): what the state is registered and snapshotted with."""
 
     def get_name(self) -> str:
         """The state's name."""
@@ -228,22 +227,14 @@ class StateDescriptor(ABC):
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
         """Record a time-to-live (not enforced yet; see :class:`StateTtlConfig`)."""
         self.ttl_config = ttl_config
-
-    def _user_key_type_json(self) -> str | None:
-        return None
-
-    def descriptor_json(self) -> str:
-        """The engine's ``StateDescriptor`` as JSON (what snapshots record)."""
-        user_key = self._user_key_type_json()
-        return json.dumps(
-            {
-                "name": self.name,
-                "kind": self.kind,
-                "value_type": json.loads(self._value_type_json),
-                "user_key_type": None if user_key is None else json.loads(user_key),
-                "ttl": None if self.ttl_config is None else self.ttl_config.to_json_dict(),
-            },
-            separators=(",", ":"),
+        native = self.native
+        self.native = NativeDescriptor(
+            native.name,
+            native.kind,
+            native.value_type,
+            user_key_type=native.user_key_type,
+            ttl_millis=ttl_config.ttl_millis,
+            ttl_update=ttl_config.update_type.value,
         )
 
     def __repr__(self) -> str:
@@ -283,13 +274,9 @@ class MapStateDescriptor(StateDescriptor):
     kind = "map"
 
     def __init__(self, name: str, key_type_info: StateType, value_type_info: StateType) -> None:
-        super().__init__(name, value_type_info)
+        super().__init__(name, value_type_info, key_type_info)
         self.key_type_info = key_type_info
         self.value_type_info = value_type_info
-        self._key_type_json = value_type_json(key_type_info)
-
-    def _user_key_type_json(self) -> str | None:
-        return self._key_type_json
 
 
 class ReduceFunction(ABC, Generic[T]):

@@ -52,11 +52,11 @@ from typing import Any
 import pyarrow as pa
 
 from weir import _internal
-from weir._runtime import KeyedOperatorRunner
 from weir.config import BackendName, StateBackend
 from weir.exceptions import InvalidArgumentError, StateError
 from weir.functions import KeyedProcessFunction, VectorizedKeyedFunction
 from weir.key_groups import DEFAULT_MAX_PARALLELISM
+from weir.runtime import KeyedOperatorRunner
 from weir.state import StateDescriptor
 
 __all__ = ["KeyedOperatorHarness"]
@@ -162,8 +162,8 @@ class KeyedOperatorHarness:
     def _subtasks(self, keys: Sequence[Any]) -> tuple[list[int], list[int]]:
         key_groups = _internal.key_groups_of(list(keys), self.max_parallelism)
         self._keyed_input = self._keyed_input or bool(key_groups)
-        p, m = self.parallelism, self.max_parallelism
-        return key_groups, [kg * p // m for kg in key_groups]
+        subtasks = _internal.subtasks_for_key_groups(self.max_parallelism, self.parallelism, key_groups)
+        return key_groups, subtasks
 
     def process_elements(self, elements: Iterable[Any]) -> list[Any]:
         """Process records in order, in one epoch; returns this call's outputs (also kept in outputs()).
@@ -259,9 +259,11 @@ class KeyedOperatorHarness:
     def get_state(self, key: Any, descriptor: StateDescriptor) -> Any:
         """Like :meth:`state`, checking the function registered ``descriptor`` under its name."""
         runner, key_group = self._runner_of(key)
-        registered = runner.keyed_descriptor_json(descriptor.name)
-        if registered is not None and registered != descriptor.descriptor_json():
-            raise StateError(f"state {descriptor.name!r} is registered with another descriptor: {registered}")
+        registered = runner.keyed_descriptor(descriptor.name)
+        if registered is not None and registered != descriptor.native:
+            raise StateError(
+                f"state {descriptor.name!r} is registered with another descriptor: {registered!r}"
+            )
         return runner.read_keyed_state(descriptor.name, key, key_group)
 
     # -- checkpoints -------------------------------------------------------------------------

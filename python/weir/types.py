@@ -16,28 +16,32 @@ Python values map to the types as follows: ``int`` for the integer types,
 ``list`` (or tuple) for lists, and a ``tuple`` (or list, or a dict by field
 name) for structs. Struct values read back as tuples, lists as lists.
 
+The engine maps each type once, in Rust, reading pyarrow types through the
+Arrow PyCapsule interface (``__arrow_c_schema__``); :func:`value_type` gives
+the engine's type.
+
 Examples:
     >>> import pyarrow as pa
-    >>> from weir.types import Types, value_type_json
+    >>> from weir.types import Types, value_type
     >>> Types.TUPLE([Types.LONG(), Types.STRING()])
     StructType(struct<f0: int64, f1: string>)
-    >>> value_type_json(Types.LIST(Types.INT()))
-    '{"type":"list","item":{"type":"int32"}}'
-    >>> value_type_json(Types.PICKLED_BYTE_ARRAY())
-    '{"type":"pickle"}'
+    >>> value_type(Types.LIST(Types.INT()))
+    ValueType(list<int32>)
+    >>> value_type(Types.PICKLED_BYTE_ARRAY())
+    ValueType(pickle)
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
 import pyarrow as pa
 
+from weir._internal import ValueType
 from weir.exceptions import InvalidArgumentError
 
-__all__ = ["PICKLE", "PickleType", "StateType", "Types", "value_type_json"]
+__all__ = ["PICKLE", "PickleType", "StateType", "Types", "ValueType", "to_arrow_field", "value_type"]
 
 PICKLE_METADATA_KEY: Final = b"weir.encoding"
 PICKLE_METADATA_VALUE: Final = b"pickle"
@@ -173,60 +177,35 @@ def _field(name: str, t: StateType) -> pa.Field:
     return pa.field(name, t)
 
 
-_PRIMITIVES: Final[dict[pa.DataType, str]] = {
-    pa.bool_(): "boolean",
-    pa.int32(): "int32",
-    pa.int64(): "int64",
-    pa.float32(): "float32",
-    pa.float64(): "float64",
-    pa.string(): "utf8",
-    pa.large_string(): "utf8",
-    pa.binary(): "binary",
-    pa.large_binary(): "binary",
-}
-
-_SUPPORTED: Final = (
-    "bool, int32, int64, float32, float64, string, binary, list<...> and struct<...> of those, "
-    "or weir.types.PICKLE (Types.PICKLED_BYTE_ARRAY()) for any Python object"
-)
-
-
-def _type_dict(t: object) -> dict[str, Any]:
-    if isinstance(t, PickleType):
-        return {"type": "pickle"}
-    if isinstance(t, pa.Field):
-        if t.metadata and t.metadata.get(PICKLE_METADATA_KEY) == PICKLE_METADATA_VALUE:
-            return {"type": "pickle"}
-        return _type_dict(t.type)
-    if not isinstance(t, pa.DataType):
-        raise InvalidArgumentError(
-            f"{t!r} is not a state type: pass a pyarrow type ({_SUPPORTED}), "
-            "e.g. weir.Types.LONG() or pa.int64()"
-        )
-    primitive = _PRIMITIVES.get(t)
-    if primitive is not None:
-        return {"type": primitive}
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return {"type": "list", "item": _type_dict(t.value_field)}
-    if pa.types.is_struct(t):
-        fields = [t.field(i) for i in range(t.num_fields)]
-        return {
-            "type": "struct",
-            "fields": [{"name": f.name, "data_type": _type_dict(f), "nullable": f.nullable} for f in fields],
-        }
-    hint = " (for bytes use Types.PRIMITIVE_ARRAY(Types.BYTE()) or pa.binary())" if t == pa.int8() else ""
-    raise InvalidArgumentError(f"arrow type {t} cannot be a state type{hint}: use {_SUPPORTED}")
-
-
-def value_type_json(t: StateType) -> str:
-    """The JSON form of a state type, as the engine records it in snapshots.
+def value_type(t: StateType) -> ValueType:
+    """The engine's type of a state type: what snapshots record and values are encoded as.
 
     Raises:
         InvalidArgumentError: If ``t`` is not a type Weir can store.
+
+    Examples:
+        >>> value_type(pa.struct([("count", pa.int64()), ("names", pa.list_(pa.string()))]))
+        ValueType(struct<count: int64, names: list<string>>)
+        >>> value_type(pa.float16())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        weir.exceptions.InvalidArgumentError: arrow type Float16 cannot be a state type: use bool, ...
     """
-    return json.dumps(_type_dict(t), separators=(",", ":"))
+    if isinstance(t, PickleType):
+        return ValueType.pickle()
+    if not hasattr(t, "__arrow_c_schema__"):
+        raise InvalidArgumentError(
+            f"{t!r} is not a state type: pass a pyarrow type (e.g. weir.Types.LONG() or pa.int64()) "
+            "or weir.types.PICKLE (Types.PICKLED_BYTE_ARRAY()) for any Python object"
+        )
+    return ValueType.from_arrow(t)
 
 
 def to_arrow_field(t: StateType, name: str = "value") -> pa.Field:
-    """The Arrow field of a state type (pickle becomes tagged ``binary``)."""
+    """The Arrow field of a state type (pickle becomes tagged ``binary``).
+
+    Examples:
+        >>> to_arrow_field(PICKLE).metadata
+        {b'weir.encoding': b'pickle'}
+    """
     return _field(name, t)

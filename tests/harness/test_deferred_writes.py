@@ -17,8 +17,8 @@ from keyed_average import KeyedAverage, expected
 from test_state_types import RECORDS, EveryState, check_outputs
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir._runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
+from weir.runtime import KeyedOperatorRunner
 
 
 def local_session(tmp_path: Path, backend: str) -> Any:

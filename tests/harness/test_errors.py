@@ -128,7 +128,7 @@ def test_unknown_backend_names_are_refused() -> None:
 
 
 def test_unsupported_state_types_are_refused_with_the_supported_ones() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"int8 cannot be a state type .*PRIMITIVE_ARRAY"):
+    with pytest.raises(InvalidArgumentError, match=r"Int8 cannot be a state type.*binary \(also for bytes\)"):
         ValueStateDescriptor("b", Types.BYTE())
     with pytest.raises(InvalidArgumentError, match="is not a state type"):
         MapStateDescriptor("m", int, Types.LONG())  # type: ignore[arg-type]

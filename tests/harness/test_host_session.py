@@ -22,8 +22,9 @@ from test_state_types import RECORDS, EveryState, check_outputs
 from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir._runtime import KeyedOperatorRunner
 from weir.exceptions import StateError, StateLostError
+from weir.runtime import KeyedOperatorRunner
+from weir.types import ValueType, value_type
 
 
 def host_binary() -> Path | None:
@@ -42,14 +43,14 @@ def host_dir() -> Iterator[str]:
 class Host:
     """Connects tasks of one operator to one state host."""
 
-    def __init__(self, directory: str, backend: str, key_types: str) -> None:
+    def __init__(self, directory: str, backend: str, key_type: pa.DataType) -> None:
         binary = host_binary()
         if binary is None:
             pytest.skip("the weir-host binary is not built: cargo build --release -p weir-host")
         self.binary = binary
         self.directory = directory
         self.backend = backend
-        self.key_types = key_types
+        self.key_types: list[ValueType] = [value_type(key_type)]
         self.token = secrets.token_hex(16)
 
     def session(self, final_epoch: int | None, subtask: int = 0, parallelism: int = 1) -> Any:
@@ -61,10 +62,10 @@ class Host:
             parallelism=parallelism,
             max_parallelism=128,
             backend=self.backend,
-            key_types_json=self.key_types,
+            key_types=self.key_types,
             expect_restored_from=None,
             expect_final_epoch=final_epoch,
-            restore_json=None,
+            restore=None,
             host_command=str(self.binary),
             idle_timeout_s=30.0,
             owner_pid=os.getpid(),
@@ -83,7 +84,7 @@ def run_task(session: Any, function: Any, epoch: int, work: Any) -> Any:
 
 
 def test_every_state_kind_through_a_host(backend: str, host_dir: str) -> None:
-    host = Host(host_dir, backend, '[{"type":"utf8"}]')
+    host = Host(host_dir, backend, pa.string())
     first, second = RECORDS[:5], RECORDS[5:]
     out1 = run_task(host.session(None), EveryState(), 1, lambda r: r.process(first, [k for k, _ in first]))
     check_outputs(out1, first, {})
@@ -95,7 +96,7 @@ def test_every_state_kind_through_a_host(backend: str, host_dir: str) -> None:
 
 
 def test_vectorized_function_through_a_host(backend: str, host_dir: str) -> None:
-    host = Host(host_dir, backend, '[{"type":"utf8"}]')
+    host = Host(host_dir, backend, pa.string())
 
     def work(rows: list[Any]) -> Any:
         def run(runner: KeyedOperatorRunner) -> Any:
@@ -112,7 +113,7 @@ def test_vectorized_function_through_a_host(backend: str, host_dir: str) -> None
 
 
 def test_keys_must_match_the_attached_key_types(host_dir: str) -> None:
-    host = Host(host_dir, "heap", '[{"type":"int32"}]')
+    host = Host(host_dir, "heap", pa.int32())
     session = host.session(None)
 
     def work(runner: KeyedOperatorRunner) -> Any:
@@ -125,7 +126,7 @@ def test_keys_must_match_the_attached_key_types(host_dir: str) -> None:
 
 
 def test_a_host_killed_mid_batch_raises_state_lost(host_dir: str) -> None:
-    host = Host(host_dir, "heap", '[{"type":"int64"}]')
+    host = Host(host_dir, "heap", pa.int64())
     session = host.session(None)
     pid = json.loads(_internal.host_status(session))["pid"]
     runner = KeyedOperatorRunner(Counter(), session, restored=False)

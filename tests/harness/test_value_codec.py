@@ -64,7 +64,7 @@ def test_both_paths_store_the_same(
     tmp_path: Path, state_type: Any, direct: Any, general: Any, read: Any
 ) -> None:
     _operator, s = session(tmp_path)
-    state = s.register_state(ValueStateDescriptor("v", state_type).descriptor_json())
+    state = s.register_state(ValueStateDescriptor("v", state_type).native)
     keys = s.keys([1, 2])
     s.put_values(state, keys, [direct, general])
     # The decoder takes exactly the bytes of one value, so equal values mean equal bytes.
@@ -85,7 +85,7 @@ def test_both_paths_store_the_same(
 )
 def test_values_that_do_not_fit_are_explained(tmp_path: Path, state_type: Any, bad: Any) -> None:
     _operator, s = session(tmp_path)
-    state = s.register_state(ValueStateDescriptor("v", state_type).descriptor_json())
+    state = s.register_state(ValueStateDescriptor("v", state_type).native)
     with pytest.raises(StateError, match="'v'"):
         s.put_values(state, s.keys([1]), [bad])
 
@@ -98,10 +98,23 @@ def test_keys_with_given_groups_are_the_keys_without(
     tmp_path: Path, keys: list[Any], types: list[str]
 ) -> None:
     _operator, s = session(tmp_path)
-    state = s.register_state(ValueStateDescriptor("v", Types.LONG()).descriptor_json())
+    state = s.register_state(ValueStateDescriptor("v", Types.LONG()).native)
     computed = s.keys(keys)  # the first keys decide the key types, on the general path
     groups = [key_group_of(*(k if isinstance(k, tuple) else (k,)), types=types) for k in keys]
     given = s.keys(keys, groups)  # the direct path
     assert given.key_groups == computed.key_groups == groups
     s.put_values(state, given, list(range(len(keys))))
     assert s.get_values(state, computed) == list(range(len(keys)))
+
+
+def test_a_mismatch_names_the_part_from_the_inside_out(tmp_path: Path) -> None:
+    _operator, s = session(tmp_path)
+    state = s.register_state(ValueStateDescriptor("v", NESTED).native)
+    with pytest.raises(StateError) as caught:
+        s.put_values(state, s.keys([1]), [(True, 0.5, ["x", 7])])
+    assert str(caught.value) == (
+        "state 'v' holds struct<flag: bool, ratio: float32, names: list<string>> values, but item 1 of "
+        "field 'names' of the value written is 7 (int): pass a str"
+    )
+    with pytest.raises(StateError, match="non-nullable field 'flag' of the value written is None"):
+        s.put_values(state, s.keys([1]), [(None, 0.5, [])])

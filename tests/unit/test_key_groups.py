@@ -133,7 +133,7 @@ def test_double_normalizes_zero_and_nan_like_spark() -> None:
         ),
         (
             lambda: key_group_of(1, types="bigint"),
-            'key column type "bigint" is not supported: use one of int,',
+            'key column type "bigint" is unknown: use int, long,',
         ),
         (lambda: key_group_of("7", types="long"), "key column 0 is declared long but holds '7': pass an int"),
         (lambda: key_group_of(True, types="int"), "key column 0 is declared int but holds True: pass an int"),

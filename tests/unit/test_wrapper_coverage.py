@@ -17,7 +17,7 @@ PACKAGE_DIR = Path(weir.__file__).parent
 
 # Native names that are deliberately not part of any wrapper, with the reason.
 PRIVATE: dict[str, str] = {
-    "Session": "returned by LocalOperator.session() (and the state host client); weir._runtime drives it",
+    "Session": "returned by LocalOperator.session() (and the state host client); weir.runtime drives it",
     "KeyBatch": "returned by Session.keys(); only passed back into Session methods",
     "host_status": "diagnostics of a state host session (what it holds and does), for people and tests",
     "host_exit_already_running": "the exit code contract of the weir-host process, for its launchers",

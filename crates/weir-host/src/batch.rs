@@ -42,6 +42,19 @@ impl KeyBatch {
         }
     }
 
+    /// The rows `rows` (indices, repeats allowed) as a new batch.
+    pub fn select(&self, rows: &[usize]) -> Result<Self> {
+        let len = self.len();
+        if let Some(&bad) = rows.iter().find(|&&row| row >= len) {
+            return Err(HostError::InvalidRequest(format!(
+                "row {bad} is out of range for a key batch of {len} rows"
+            )));
+        }
+        Ok(Self::from_pairs(rows.iter().map(|&row| {
+            (KeyGroup(self.key_groups.value(row)), self.keys.value(row))
+        })))
+    }
+
     /// The number of rows.
     pub fn len(&self) -> usize {
         self.keys.len()

@@ -10,7 +10,9 @@
 //! restore with [`RestorePlan`] exactly like a restarted job.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
+use arrow_array::{ArrayRef, BinaryArray};
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
     CheckpointError, CheckpointKind, CheckpointMetadata, CheckpointStorage, JobOperator,
@@ -18,16 +20,17 @@ use weir_checkpoint::{
     StorageOptions, create_savepoint, layout,
 };
 use weir_snapshot::SnapshotStorage;
-use weir_state::StateId;
+use weir_state::{RedistributionMode, StateId};
 use weir_types::{
-    Attempt, CheckpointId, Epoch, JobId, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor,
-    SubtaskIndex, ValueType,
+    Attempt, CheckpointId, Epoch, JobId, KeyGroup, KeyGroupRange, MaxParallelism, OperatorUid,
+    StateDescriptor, SubtaskIndex, ValueType,
 };
 
+use crate::batch::KeyBatch;
 use crate::engine::Subtask;
 use crate::engine::workdir::OwnedDir;
 use crate::error::{HostError, Result};
-use crate::session::{BackendSpec, SubtaskSession, SubtaskSpec};
+use crate::session::{BackendSpec, MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec};
 
 /// The parallel subtasks of one operator in this process, plus the runtime
 /// that uploads their snapshots.
@@ -159,6 +162,14 @@ impl LocalOperator {
     /// The number of key groups.
     pub fn max_parallelism(&self) -> MaxParallelism {
         self.max_parallelism
+    }
+
+    /// The newest epoch any subtask made final, if any.
+    pub fn last_final_epoch(&self) -> Option<Epoch> {
+        self.subtasks
+            .iter()
+            .filter_map(Subtask::last_final_epoch)
+            .max()
     }
 
     /// Subtask `index` (`< parallelism`).
@@ -322,6 +333,191 @@ impl LocalOperator {
             }
         }
         all
+    }
+}
+
+/// A [`LocalOperator`] shared by the sessions on its subtasks; closing it
+/// releases its state and ends them all.
+#[derive(Debug, Clone)]
+pub struct SharedOperator(Arc<Mutex<Option<LocalOperator>>>);
+
+impl SharedOperator {
+    /// Shares `operator`.
+    pub fn new(operator: LocalOperator) -> Self {
+        Self(Arc::new(Mutex::new(Some(operator))))
+    }
+
+    /// Runs `f` on the operator; fails once it is closed.
+    pub fn with<R>(&self, f: impl FnOnce(&mut LocalOperator) -> Result<R>) -> Result<R> {
+        let mut guard = self.0.lock().map_err(|_| {
+            HostError::InvalidRequest(
+                "the local operator failed in an earlier call; create a new one".into(),
+            )
+        })?;
+        let operator = guard.as_mut().ok_or_else(|| {
+            HostError::InvalidRequest(
+                "the local operator is closed; create a new one to keep going".into(),
+            )
+        })?;
+        f(operator)
+    }
+
+    /// Releases the state (RocksDB files, checkpoint directory); idempotent.
+    pub fn close(&self) {
+        // A poisoned lock still holds the operator: drop it all the same.
+        let mut guard = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *guard = None;
+    }
+
+    /// A session on subtask `index`.
+    pub fn session(&self, index: u32) -> Result<LocalSession> {
+        let index = index as usize;
+        let (spec, range) = self.with(|operator| {
+            let subtask = operator.subtask_mut(index)?;
+            Ok((subtask.spec().clone(), subtask.key_group_range()))
+        })?;
+        Ok(LocalSession {
+            operator: self.clone(),
+            index,
+            spec,
+            range,
+        })
+    }
+}
+
+/// One subtask of a [`SharedOperator`] as a [`SubtaskSession`]. Key types
+/// it learns are recorded on every subtask, so all of them agree.
+#[derive(Debug)]
+pub struct LocalSession {
+    operator: SharedOperator,
+    index: usize,
+    spec: SubtaskSpec,
+    range: KeyGroupRange,
+}
+
+impl LocalSession {
+    fn on<R>(&self, f: impl FnOnce(&mut Subtask) -> Result<R>) -> Result<R> {
+        self.operator
+            .with(|operator| f(operator.subtask_mut(self.index)?))
+    }
+}
+
+impl SubtaskSession for LocalSession {
+    fn spec(&self) -> &SubtaskSpec {
+        &self.spec
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn set_key_types(&mut self, types: &[ValueType]) -> Result<()> {
+        self.operator
+            .with(|operator| operator.set_key_types(types.to_vec()))?;
+        self.spec.key_types = Some(types.to_vec());
+        Ok(())
+    }
+
+    fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId> {
+        self.on(|s| s.register_state(descriptor))
+    }
+
+    fn register_operator_state(&mut self, name: &str, mode: RedistributionMode) -> Result<StateId> {
+        self.on(|s| s.register_operator_state(name, mode))
+    }
+
+    fn begin(&mut self, epoch: Epoch, attempt: Attempt, final_epoch: Option<Epoch>) -> Result<()> {
+        self.on(|s| s.begin(epoch, attempt, final_epoch))
+    }
+
+    fn commit(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
+        self.on(|s| s.commit(epoch, attempt))
+    }
+
+    fn get_values(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {
+        self.on(|s| s.get_values(state, keys))
+    }
+
+    fn put_values(&mut self, state: StateId, keys: &KeyBatch, values: &BinaryArray) -> Result<()> {
+        self.on(|s| s.put_values(state, keys, values))
+    }
+
+    fn get_batch(&mut self, state: StateId, keys: &KeyBatch) -> Result<ArrayRef> {
+        self.on(|s| s.get_batch(state, keys))
+    }
+
+    fn put_batch(&mut self, state: StateId, keys: &KeyBatch, values: &ArrayRef) -> Result<()> {
+        self.on(|s| s.put_batch(state, keys, values))
+    }
+
+    fn aggregate(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        inputs: &ArrayRef,
+        function: NativeAggregate,
+    ) -> Result<ArrayRef> {
+        self.on(|s| s.aggregate(state, keys, inputs, function))
+    }
+
+    fn get_lists(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {
+        self.on(|s| s.get_lists(state, keys))
+    }
+
+    fn append_lists(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        payloads: &BinaryArray,
+    ) -> Result<()> {
+        self.on(|s| s.append_lists(state, keys, payloads))
+    }
+
+    fn replace_lists(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        payloads: &BinaryArray,
+    ) -> Result<()> {
+        self.on(|s| s.replace_lists(state, keys, payloads))
+    }
+
+    fn map_entries(&mut self, state: StateId, keys: &KeyBatch) -> Result<MapEntries> {
+        self.on(|s| s.map_entries(state, keys))
+    }
+
+    fn map_get(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        user_keys: &BinaryArray,
+    ) -> Result<BinaryArray> {
+        self.on(|s| s.map_get(state, keys, user_keys))
+    }
+
+    fn map_put(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        user_keys: &BinaryArray,
+        values: &BinaryArray,
+    ) -> Result<()> {
+        self.on(|s| s.map_put(state, keys, user_keys, values))
+    }
+
+    fn clear(&mut self, state: StateId, keys: &KeyBatch) -> Result<()> {
+        self.on(|s| s.clear(state, keys))
+    }
+
+    fn operator_state(&mut self, state: StateId) -> Result<Vec<Vec<u8>>> {
+        self.on(|s| s.operator_state(state))
+    }
+
+    fn set_operator_state(&mut self, state: StateId, items: Vec<Vec<u8>>) -> Result<()> {
+        self.on(|s| s.set_operator_state(state, items))
     }
 }
 

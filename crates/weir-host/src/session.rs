@@ -5,11 +5,11 @@ use serde::{Deserialize, Serialize};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
     Attempt, Epoch, KeyGroupRange, MaxParallelism, OperatorUid, StateDescriptor, SubtaskIndex,
-    ValueType,
+    TypesError, ValueType,
 };
 
 use crate::batch::KeyBatch;
-use crate::error::Result;
+use crate::error::{HostError, Result};
 
 /// Which keyed state backend holds a subtask's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +19,23 @@ pub enum BackendSpec {
     Heap,
     /// RocksDB in a directory the engine (or host) picks under its work dir.
     RocksDb,
+}
+
+impl std::str::FromStr for BackendSpec {
+    type Err = TypesError;
+
+    /// `heap` or `rocksdb`.
+    fn from_str(name: &str) -> std::result::Result<Self, TypesError> {
+        match name {
+            "heap" => Ok(Self::Heap),
+            "rocksdb" => Ok(Self::RocksDb),
+            _ => Err(TypesError::UnknownName {
+                what: "state backend",
+                name: name.to_owned(),
+                expected: "\"heap\" (state in memory) or \"rocksdb\" (state on local disk)",
+            }),
+        }
+    }
 }
 
 /// Identifies a subtask and how its state is kept.
@@ -67,6 +84,26 @@ pub enum NativeAggregate {
     Mean,
 }
 
+impl std::str::FromStr for NativeAggregate {
+    type Err = TypesError;
+
+    /// `count`, `sum`, `min`, `max` or `mean`.
+    fn from_str(name: &str) -> std::result::Result<Self, TypesError> {
+        match name {
+            "count" => Ok(Self::Count),
+            "sum" => Ok(Self::Sum),
+            "min" => Ok(Self::Min),
+            "max" => Ok(Self::Max),
+            "mean" => Ok(Self::Mean),
+            _ => Err(TypesError::UnknownName {
+                what: "aggregate function",
+                name: name.to_owned(),
+                expected: "count, sum, min, max or mean",
+            }),
+        }
+    }
+}
+
 /// Batched keyed and operator state of one subtask, the same whether the
 /// state lives in this process or in a state host.
 ///
@@ -79,6 +116,22 @@ pub trait SubtaskSession {
 
     /// The key groups this subtask owns.
     fn key_group_range(&self) -> KeyGroupRange;
+
+    /// Records the key columns' types (kept in snapshots) if none are
+    /// recorded; fails if other types are. By default the types are fixed
+    /// when the session opens, so this only checks them.
+    fn set_key_types(&mut self, types: &[ValueType]) -> Result<()> {
+        let known = self.spec().key_types.as_deref();
+        if known == Some(types) {
+            return Ok(());
+        }
+        Err(HostError::InvalidRequest(format!(
+            "the keys have types {}, but the session opened with key types {}; pass the key \
+             columns' types when connecting to the state host",
+            render_types(types),
+            known.map_or_else(|| "none".to_owned(), render_types)
+        )))
+    }
 
     /// Registers a keyed state (idempotent for an identical descriptor).
     fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId>;
@@ -162,4 +215,13 @@ pub trait SubtaskSession {
 
     /// Replaces the items of an operator list state.
     fn set_operator_state(&mut self, state: StateId, items: Vec<Vec<u8>>) -> Result<()>;
+}
+
+/// Types as `int64, string` for messages.
+pub(crate) fn render_types(types: &[ValueType]) -> String {
+    types
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -1,16 +1,22 @@
 //! Reading completed checkpoints and savepoints for a restore: the driver
-//! finds the one to restore, reads its `_metadata` (as JSON) and checks that
-//! the job can take its state before any task starts.
+//! finds the one to restore, reads its `_metadata` (a [`PyCheckpoint`] view),
+//! checks that the job can take its state before any task starts, and plans
+//! each subtask's restore (a [`PyRestoreTicket`] its task hands to the host).
+
+use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
-    CheckpointStorage, JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan,
+    CheckpointMetadata, CheckpointStorage, JobOperator, ResolvedSnapshot, RestorePlan,
     StorageLocation, StorageOptions, layout,
 };
+use weir_host::RestoreTicket;
 use weir_types::{JobId, MaxParallelism, OperatorUid};
 
 use crate::errors::PyWeirError;
+use crate::types::{from_bytes, reduce};
 
 fn runtime() -> Result<Runtime, PyWeirError> {
     tokio::runtime::Builder::new_current_thread()
@@ -49,12 +55,87 @@ pub(crate) fn latest_checkpoint(
     .map_err(PyErr::from)
 }
 
-/// The `_metadata` of the checkpoint or savepoint at `path`, as JSON.
+/// What a completed checkpoint or savepoint holds, as its `_metadata` says.
+#[pyclass(module = "weir._internal", name = "Checkpoint", frozen)]
+pub struct PyCheckpoint {
+    metadata: CheckpointMetadata,
+}
+
+/// Each entry's opaque JSON as text, by uid.
+fn json_texts(entries: &BTreeMap<OperatorUid, serde_json::Value>) -> BTreeMap<String, String> {
+    entries
+        .iter()
+        .map(|(uid, value)| (uid.to_string(), value.to_string()))
+        .collect()
+}
+
+#[pymethods]
+impl PyCheckpoint {
+    #[getter]
+    fn checkpoint_id(&self) -> u64 {
+        self.metadata.checkpoint_id.0
+    }
+
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.metadata.kind.as_str()
+    }
+
+    #[getter]
+    fn job_id(&self) -> String {
+        self.metadata.job_id.to_string()
+    }
+
+    #[getter]
+    fn cut_epoch(&self) -> u64 {
+        self.metadata.cut_epoch.0
+    }
+
+    #[getter]
+    fn timestamp_millis(&self) -> u64 {
+        self.metadata.timestamp_millis
+    }
+
+    /// Each source's position after the cut, as the JSON text it stored.
+    #[getter]
+    fn sources(&self) -> BTreeMap<String, String> {
+        json_texts(&self.metadata.sources)
+    }
+
+    /// Each sink's handle to its unpublished output, as the JSON text it stored.
+    #[getter]
+    fn sinks(&self) -> BTreeMap<String, String> {
+        json_texts(&self.metadata.sinks)
+    }
+
+    /// `(uid, parallelism, max_parallelism)` of each operator with state.
+    #[getter]
+    fn operators(&self) -> Vec<(String, u32, u32)> {
+        self.metadata
+            .operators
+            .iter()
+            .map(|op| (op.uid.to_string(), op.parallelism, op.max_parallelism.get()))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Checkpoint({} {} of job {}, cut epoch {})",
+            self.metadata.kind.as_str(),
+            self.metadata.checkpoint_id.0,
+            self.metadata.job_id,
+            self.metadata.cut_epoch.0
+        )
+    }
+}
+
+/// The `_metadata` of the checkpoint or savepoint at `path`.
 #[pyfunction]
-pub(crate) fn read_checkpoint(py: Python<'_>, path: &str) -> PyResult<String> {
+pub(crate) fn read_checkpoint(py: Python<'_>, path: &str) -> PyResult<PyCheckpoint> {
     let resolved = py.detach(|| resolve(path))?;
-    serde_json::to_string(resolved.metadata())
-        .map_err(|e| PyWeirError::Io(format!("cannot render the metadata of {path}: {e}")).into())
+    Ok(PyCheckpoint {
+        metadata: resolved.metadata().clone(),
+    })
 }
 
 /// Checks that a job made of `operators` (`(uid, parallelism, max_parallelism)`)
@@ -83,46 +164,74 @@ pub(crate) fn check_restore(
     Ok(plan.dropped.iter().map(|uid| uid.to_string()).collect())
 }
 
-/// What subtask `subtask` of operator `uid`, running at `parallelism`, restores
-/// from the checkpoint or savepoint at `path`, as JSON: `restored_from` (its id),
-/// `cut` (its epoch), `storage` (the directory its state paths are relative
-/// to), `key_group_range`, `keyed` (handles), `operator_state` (files) and
-/// `rescaled`; `null` when it stored no state for `uid`.
+/// What one subtask restores; opaque, picklable.
+#[pyclass(module = "weir._internal", name = "RestoreTicket", frozen)]
+pub struct PyRestoreTicket {
+    pub(crate) inner: RestoreTicket,
+}
+
+#[pymethods]
+impl PyRestoreTicket {
+    /// The id of the checkpoint or savepoint restored.
+    #[getter]
+    fn restored_from(&self) -> u64 {
+        self.inner.restored_from().0
+    }
+
+    /// Its cut: the restored state is final at this epoch.
+    #[getter]
+    fn cut(&self) -> u64 {
+        self.inner.cut().0
+    }
+
+    #[getter]
+    fn subtask(&self) -> u32 {
+        self.inner.subtask().0
+    }
+
+    #[staticmethod]
+    fn _from_bytes(data: &[u8]) -> Result<Self, PyWeirError> {
+        Ok(Self {
+            inner: from_bytes(data)?,
+        })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(slf, &slf.get().inner)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RestoreTicket(subtask {} from checkpoint {} at cut epoch {})",
+            self.inner.subtask().0,
+            self.inner.restored_from().0,
+            self.inner.cut().0
+        )
+    }
+}
+
+/// What each subtask of operator `uid`, running at `parallelism`, restores
+/// from the checkpoint or savepoint at `path`, in subtask order; `None` when
+/// it stored no state of `uid`.
 #[pyfunction]
-pub(crate) fn subtask_restore(
+pub(crate) fn restore_tickets(
     py: Python<'_>,
     path: &str,
     uid: &str,
-    subtask: u32,
     parallelism: u32,
     max_parallelism: u32,
-) -> PyResult<Option<String>> {
+) -> Result<Option<Vec<PyRestoreTicket>>, PyWeirError> {
     let operator = JobOperator {
-        uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
+        uid: OperatorUid::new(uid)?,
         parallelism,
-        max_parallelism: MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?,
+        max_parallelism: MaxParallelism::new(max_parallelism)?,
     };
     let resolved = py.detach(|| resolve(path))?;
-    let plan = RestorePlan::new(resolved.metadata(), std::slice::from_ref(&operator), true)
-        .map_err(PyWeirError::from)?;
-    let Some(OperatorRestore::Restored(restored)) = plan.operators.get(&operator.uid) else {
-        return Ok(None);
-    };
-    let Some(restore) = restored.subtasks.iter().find(|s| s.subtask.0 == subtask) else {
-        return Err(PyWeirError::InvalidArgument(format!(
-            "subtask {subtask} is out of range for parallelism {parallelism}"
-        ))
-        .into());
-    };
-    let metadata = resolved.metadata();
-    let body = serde_json::json!({
-        "restored_from": metadata.checkpoint_id,
-        "cut": metadata.cut_epoch,
-        "storage": resolved.base().url(),
-        "key_group_range": restore.key_group_range,
-        "keyed": restore.keyed,
-        "operator_state": restore.operator_state,
-        "rescaled": restore.rescaled,
-    });
-    Ok(Some(body.to_string()))
+    let tickets = RestoreTicket::plan(&resolved, &operator)?;
+    Ok(tickets.map(|tickets| {
+        tickets
+            .into_iter()
+            .map(|inner| PyRestoreTicket { inner })
+            .collect()
+    }))
 }

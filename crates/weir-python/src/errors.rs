@@ -14,6 +14,8 @@ use weir_host::{HostError, RemoteErrorKind};
 use weir_state::StateError as CoreStateError;
 use weir_types::TypesError;
 
+use crate::values::python_shape;
+
 pyo3::create_exception!(
     weir.exceptions,
     WeirError,
@@ -83,7 +85,7 @@ pub(crate) fn invalid_argument_error(py: Python<'_>) -> PyResult<Bound<'_, PyTyp
 /// Every error the binding hands to Python.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PyWeirError {
-    /// Invalid ids, key groups, descriptors or encodings.
+    /// Invalid ids, key groups, descriptors, values, keys or encodings.
     #[error(transparent)]
     Types(#[from] TypesError),
     /// An integer argument that does not fit the type the core takes.
@@ -98,26 +100,6 @@ pub(crate) enum PyWeirError {
         /// Largest accepted value.
         max: i64,
     },
-    /// A key column type name the binding does not know.
-    #[error("key column type {name:?} is not supported: use one of {supported}")]
-    UnknownColumnType {
-        /// The rejected name.
-        name: String,
-        /// The accepted names, comma separated.
-        supported: &'static str,
-    },
-    /// Checkpoint storage, metadata, savepoints or restore planning failed.
-    #[error(transparent)]
-    Checkpoint(#[from] CoreCheckpointError),
-    /// The checkpoint coordinator could not start or act.
-    #[error(transparent)]
-    Coordinator(#[from] DriverError),
-    /// An argument the core cannot take; the message says the fix.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// Local I/O of the binding itself (threads, runtimes) failed.
-    #[error("{0}")]
-    Io(String),
     /// A key with no columns: Spark's `hash` needs at least one.
     #[error("a key needs at least one column: pass one or more key values")]
     NoKeyColumns,
@@ -132,63 +114,37 @@ pub(crate) enum PyWeirError {
         types: usize,
     },
     /// A key value that cannot be read as its declared column type.
-    #[error("key column {index} is declared {column_type} but holds {value}: pass {expected}")]
+    #[error(
+        "key column {index} is declared {column_type} but holds {value}: pass {expected}, or None"
+    )]
     ColumnValue {
         /// Position of the column.
         index: usize,
-        /// The declared type name.
-        column_type: &'static str,
+        /// The declared Spark type name.
+        column_type: String,
         /// `repr()` of the value.
         value: String,
         /// What a valid value looks like.
         expected: &'static str,
     },
+    /// Checkpoint storage, metadata, savepoints or restore planning failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CoreCheckpointError),
+    /// The checkpoint coordinator could not start or act.
+    #[error(transparent)]
+    Coordinator(#[from] DriverError),
+    /// An argument the core cannot take; the message says the fix.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Local I/O of the binding itself (threads, runtimes) failed.
+    #[error("{0}")]
+    Io(String),
     /// The in-process engine or a state host refused or failed a state access.
     #[error(transparent)]
     Host(#[from] HostError),
-    /// A Python value that does not fit the type of the state it is written to.
-    #[error(
-        "state '{state}' holds {expected} values, but {path}the value written is {value}: pass {hint}"
-    )]
-    ValueMismatch {
-        /// The state name.
-        state: String,
-        /// Where in the value the mismatch is (`field "count" of `), or empty.
-        path: String,
-        /// `repr()` and type of the offending part.
-        value: String,
-        /// The state's type, rendered.
-        expected: String,
-        /// What a valid value looks like.
-        hint: &'static str,
-    },
-    /// A key selector returned something that cannot be a key.
-    #[error("key {key} is invalid: {reason}")]
-    InvalidKey {
-        /// `repr()` of the key.
-        key: String,
-        /// Why, and what a key may be.
-        reason: &'static str,
-    },
-    /// A key whose column types differ from the operator's earlier keys.
-    #[error(
-        "key {key} has columns of type {types}, but this operator's keys are {known}: \
-         a key selector must return keys of one type"
-    )]
-    KeyTypeMismatch {
-        /// `repr()` of the key.
-        key: String,
-        /// Its column types.
-        types: String,
-        /// The operator's key column types.
-        known: String,
-    },
-    /// Stored list state that does not parse as a list payload.
-    #[error("a stored list payload is corrupt")]
-    CorruptListPayload,
-    /// A map access on a state that is not a map state.
-    #[error("state '{0}' is not a map state")]
-    NotAMap(String),
+    /// Python code Weir called (pickle, `__arrow_c_schema__`) raised: passed on as it is.
+    #[error("{0}")]
+    Python(#[from] PyErr),
 }
 
 impl From<PyWeirError> for PyErr {
@@ -197,7 +153,6 @@ impl From<PyWeirError> for PyErr {
         match err {
             PyWeirError::Types(types) => types_error(types, message),
             PyWeirError::IntegerOutOfRange { .. }
-            | PyWeirError::UnknownColumnType { .. }
             | PyWeirError::NoKeyColumns
             | PyWeirError::ColumnCountMismatch { .. }
             | PyWeirError::ColumnValue { .. }
@@ -205,11 +160,7 @@ impl From<PyWeirError> for PyErr {
             PyWeirError::Checkpoint(err) => checkpoint_error(&err, message),
             PyWeirError::Coordinator(_) | PyWeirError::Io(_) => CheckpointError::new_err(message),
             PyWeirError::Host(err) => host_error(err, message),
-            PyWeirError::ValueMismatch { .. }
-            | PyWeirError::KeyTypeMismatch { .. }
-            | PyWeirError::NotAMap(_) => StateError::new_err(message),
-            PyWeirError::InvalidKey { .. } => invalid_argument(message),
-            PyWeirError::CorruptListPayload => StateBackendError::new_err(message),
+            PyWeirError::Python(err) => err,
         }
     }
 }
@@ -218,6 +169,11 @@ impl From<PyWeirError> for PyErr {
 /// new core variant must be classified here, not fall into a default.
 fn types_error(err: TypesError, message: String) -> PyErr {
     match err {
+        TypesError::ValueMismatch(mismatch) => StateError::new_err(format!(
+            "{message}: pass {}",
+            python_shape(&mismatch.part_type)
+        )),
+        TypesError::KeyTypeMismatch { .. } => StateError::new_err(message),
         TypesError::InvalidMaxParallelism { .. }
         | TypesError::InvalidParallelism { .. }
         | TypesError::InvalidSubtask { .. }
@@ -227,7 +183,9 @@ fn types_error(err: TypesError, message: String) -> PyErr {
         | TypesError::InvalidStateName { .. }
         | TypesError::InvalidDescriptor { .. }
         | TypesError::TypeMismatch { .. }
-        | TypesError::UnsupportedArrowType { .. } => invalid_argument(message),
+        | TypesError::UnsupportedArrowType { .. }
+        | TypesError::InvalidKey { .. }
+        | TypesError::UnknownName { .. } => invalid_argument(message),
         // Bytes that fail to decode were written or stored wrongly: not the caller's argument.
         TypesError::Corrupt { .. } => StateBackendError::new_err(message),
     }

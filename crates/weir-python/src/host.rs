@@ -10,15 +10,15 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use weir_checkpoint::StorageOptions;
 use weir_host::client::{HostClient, HostOptions, ensure_host};
-use weir_host::protocol::{
-    AckTarget, BarrierRequest, Expectation, HostDir, RestoreRequest, StorageRef,
-};
+use weir_host::protocol::{AckTarget, BarrierRequest, Expectation, HostDir, StorageRef};
 use weir_host::server::{HostConfig, StartError, run};
-use weir_host::{BackendSpec, HostError, SubtaskSpec};
-use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex, ValueType};
+use weir_host::{HostError, SubtaskSpec};
+use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
 
+use crate::checkpoints::PyRestoreTicket;
 use crate::errors::PyWeirError;
 use crate::session::PySession;
+use crate::types::PyValueType;
 
 /// Exit code of a host that found another host serving its directory.
 #[pyfunction]
@@ -56,33 +56,6 @@ pub(crate) fn run_host(
     }
 }
 
-fn parse_backend(name: &str) -> Result<BackendSpec, PyWeirError> {
-    match name {
-        "heap" => Ok(BackendSpec::Heap),
-        "rocksdb" => Ok(BackendSpec::RocksDb),
-        other => Err(PyWeirError::InvalidArgument(format!(
-            "state backend {other:?} is unknown: use \"heap\" or \"rocksdb\""
-        ))),
-    }
-}
-
-fn json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, PyWeirError> {
-    serde_json::from_str(text)
-        .map_err(|e| PyWeirError::InvalidArgument(format!("{what} is not valid JSON: {e}")))
-}
-
-/// What a restore of one subtask reads (`weir._internal.subtask_restore`).
-#[derive(serde::Deserialize)]
-struct SubtaskRestoreJson {
-    restored_from: CheckpointId,
-    cut: Epoch,
-    storage: String,
-    key_group_range: weir_types::KeyGroupRange,
-    keyed: Vec<weir_snapshot::KeyedStateHandle>,
-    operator_state: Vec<weir_snapshot::StateFile>,
-    rescaled: bool,
-}
-
 /// Connects a Spark task to the state host serving `directory` (starting
 /// one with `host_command` if none answers) and attaches subtask `subtask`
 /// of operator `uid`.
@@ -90,14 +63,14 @@ struct SubtaskRestoreJson {
 /// The task expects the subtask's state to come from checkpoint
 /// `expect_restored_from` (`None`: the job started empty) and to be final at
 /// `expect_final_epoch`. A host without that state answers `StateLostError`,
-/// unless `restore_json` (from `subtask_restore`) is given and the state
-/// starts at its cut: then the host restores it from storage. The key
-/// columns' types (`key_types_json`, a JSON list of state types) may be
-/// `None` only for a task that accesses no keyed state.
+/// unless `restore` (the subtask's ticket from `restore_tickets`) is given
+/// and the state starts at its cut: then the host restores it from storage.
+/// The key columns' types may be `None` only for a task that accesses no
+/// keyed state.
 #[pyfunction]
 #[pyo3(signature = (
-    directory, token, *, uid, subtask, parallelism, max_parallelism, backend, key_types_json,
-    expect_restored_from, expect_final_epoch, restore_json, host_command, idle_timeout_s,
+    directory, token, *, uid, subtask, parallelism, max_parallelism, backend, key_types,
+    expect_restored_from, expect_final_epoch, restore, host_command, idle_timeout_s,
     owner_pid
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -110,33 +83,29 @@ pub(crate) fn connect_host(
     parallelism: u32,
     max_parallelism: u32,
     backend: &str,
-    key_types_json: Option<&str>,
+    key_types: Option<Vec<PyRef<'_, PyValueType>>>,
     expect_restored_from: Option<u64>,
     expect_final_epoch: Option<u64>,
-    restore_json: Option<&str>,
+    restore: Option<PyRef<'_, PyRestoreTicket>>,
     host_command: PathBuf,
     idle_timeout_s: f64,
     owner_pid: Option<u32>,
 ) -> PyResult<PySession> {
     let max_parallelism = MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?;
-    let key_types: Option<Vec<ValueType>> = key_types_json
-        .map(|text| json("key types", text))
-        .transpose()?;
+    let key_types = key_types.map(|types| types.iter().map(|t| t.inner.clone()).collect());
     let spec = SubtaskSpec {
         uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
         subtask: SubtaskIndex(subtask),
         parallelism,
         max_parallelism,
-        backend: parse_backend(backend)?,
-        key_types: key_types.clone(),
+        backend: backend.parse().map_err(PyWeirError::from)?,
+        key_types,
     };
     let expect = Expectation {
         restored_from: expect_restored_from.map(CheckpointId),
         final_epoch: expect_final_epoch.map(Epoch),
     };
-    let restore = restore_json
-        .map(|text| json::<SubtaskRestoreJson>("restore", text))
-        .transpose()?;
+    let restore = restore.map(|ticket| ticket.inner.clone());
     let options = HostOptions {
         binary: Some(host_command),
         idle_timeout: Duration::from_secs_f64(idle_timeout_s),
@@ -149,19 +118,8 @@ pub(crate) fn connect_host(
             let client = HostClient::connect(&directory, token)?;
             match client.attach(spec.clone(), expect) {
                 Err(HostError::StateLost(reason)) => match restore {
-                    Some(r) if Some(r.cut) == expect.final_epoch => {
-                        let storage = StorageRef::new(r.storage);
-                        let request = RestoreRequest {
-                            spec,
-                            restored_from: r.restored_from,
-                            cut: r.cut,
-                            storage,
-                            key_group_range: r.key_group_range,
-                            keyed: r.keyed,
-                            operator_state: r.operator_state,
-                            rescaled: r.rescaled,
-                        };
-                        HostClient::connect(&directory, token)?.restore(request)
+                    Some(ticket) if Some(ticket.cut()) == expect.final_epoch => {
+                        HostClient::connect(&directory, token)?.restore(ticket.request(spec)?)
                     }
                     _ => Err(HostError::StateLost(reason)),
                 },
@@ -169,13 +127,7 @@ pub(crate) fn connect_host(
             }
         })
         .map_err(PyWeirError::from)?;
-    Ok(PySession::remote(
-        session,
-        subtask,
-        parallelism,
-        max_parallelism,
-        key_types,
-    ))
+    Ok(PySession::remote(session))
 }
 
 /// Takes checkpoint `checkpoint_id` at epoch `cut` on a host session: the

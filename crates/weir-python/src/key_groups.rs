@@ -1,15 +1,18 @@
 //! Spark's hash and key-group assignment for `weir.key_groups`.
 //!
-//! Converts Python arguments into `weir_types` values and back; the hash and
-//! the Flink range arithmetic live in `weir_types`.
+//! Converts Python arguments into `weir_types` values and back; the hash, the
+//! Spark column types and the Flink range arithmetic live in `weir_types`,
+//! key typing in `weir_host::typed`.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes};
+use weir_host::typed::inferred_key_groups;
 use weir_types::{
-    KeyGroup, KeyGroupRange, MaxParallelism, SubtaskIndex, TypesError, Value, hash_values,
+    KeyGroup, KeyGroupRange, MaxParallelism, SubtaskIndex, TypesError, Value, ValueType,
+    decode_value, encode_with, hash_values,
 };
 
 use crate::errors::PyWeirError;
+use crate::values::{PyValue, cut_repr, python_shape};
 
 /// Spark's `hash(col1, col2, ...)` (Murmur3, seed 42) over key values typed by Spark type names.
 ///
@@ -28,12 +31,28 @@ pub(crate) fn spark_hash(
     if values.is_empty() {
         return Err(PyWeirError::NoKeyColumns);
     }
+    let mut encoded = Vec::new();
     let columns = values
-        .iter()
+        .into_iter()
         .zip(&types)
         .enumerate()
-        .map(|(index, (value, name))| ColumnType::parse(name)?.to_value(index, value))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|(index, (value, name))| {
+            let ty = ValueType::of_spark_column(name)?;
+            if value.is_none() {
+                return Ok(Value::Null);
+            }
+            encoded.clear();
+            encode_with(&PyValue(value.clone()), &ty, &mut encoded).map_err(|_| {
+                PyWeirError::ColumnValue {
+                    index,
+                    column_type: name.clone(),
+                    value: cut_repr(&value),
+                    expected: python_shape(&ty),
+                }
+            })?;
+            Ok(decode_value(&encoded, &ty)?)
+        })
+        .collect::<Result<Vec<_>, PyWeirError>>()?;
     Ok(hash_values(&columns))
 }
 
@@ -85,6 +104,21 @@ pub(crate) fn subtask_for_key_group(
         .0)
 }
 
+/// The subtask owning each key group at `parallelism`.
+#[pyfunction]
+pub(crate) fn subtasks_for_key_groups(
+    max_parallelism: i64,
+    parallelism: i64,
+    key_groups: Vec<u16>,
+) -> Result<Vec<u32>, PyWeirError> {
+    let max = max_parallelism_arg(max_parallelism)?;
+    let parallelism = u32_arg("parallelism", parallelism)?;
+    key_groups
+        .into_iter()
+        .map(|group| Ok(max.subtask_of(KeyGroup(group), parallelism)?.0))
+        .collect()
+}
+
 fn u32_arg(argument: &'static str, value: i64) -> Result<u32, PyWeirError> {
     u32::try_from(value).map_err(|_| PyWeirError::IntegerOutOfRange {
         argument,
@@ -98,107 +132,6 @@ fn max_parallelism_arg(value: i64) -> Result<MaxParallelism, PyWeirError> {
     Ok(MaxParallelism::new(u32_arg("max_parallelism", value)?)?)
 }
 
-/// Spark SQL type names accepted for key columns, in the order error messages list them.
-const SUPPORTED_TYPES: &str = "int, long, string, binary, double, boolean";
-
-/// A key column's Spark type, which decides how Spark hashes its value.
-#[derive(Debug, Clone, Copy)]
-enum ColumnType {
-    Int,
-    Long,
-    String,
-    Binary,
-    Double,
-    Boolean,
-}
-
-impl ColumnType {
-    fn parse(name: &str) -> Result<Self, PyWeirError> {
-        Ok(match name {
-            "int" => Self::Int,
-            "long" => Self::Long,
-            "string" => Self::String,
-            "binary" => Self::Binary,
-            "double" => Self::Double,
-            "boolean" => Self::Boolean,
-            _ => {
-                return Err(PyWeirError::UnknownColumnType {
-                    name: name.to_owned(),
-                    supported: SUPPORTED_TYPES,
-                });
-            }
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Int => "int",
-            Self::Long => "long",
-            Self::String => "string",
-            Self::Binary => "binary",
-            Self::Double => "double",
-            Self::Boolean => "boolean",
-        }
-    }
-
-    /// What a valid Python value for this type looks like, for error messages.
-    fn expected(self) -> &'static str {
-        match self {
-            Self::Int => "an int in the signed 32-bit range, or None",
-            Self::Long => "an int in the signed 64-bit range, or None",
-            Self::String => "a str, or None",
-            Self::Binary => "bytes or a bytearray, or None",
-            Self::Double => "a float, or None",
-            Self::Boolean => "a bool, or None",
-        }
-    }
-
-    fn to_value(self, index: usize, obj: &Bound<'_, PyAny>) -> Result<Value, PyWeirError> {
-        if obj.is_none() {
-            return Ok(Value::Null);
-        }
-        let value = match self {
-            // `bool` is an `int` subclass in Python, but Spark refuses it in an integer column.
-            Self::Int | Self::Long if obj.is_instance_of::<PyBool>() => None,
-            Self::Int => obj.extract::<i32>().ok().map(Value::Int32),
-            Self::Long => obj.extract::<i64>().ok().map(Value::Int64),
-            Self::String => obj.extract::<String>().ok().map(Value::Utf8),
-            Self::Binary => {
-                if let Ok(bytes) = obj.cast::<PyBytes>() {
-                    Some(Value::Binary(bytes.as_bytes().to_vec()))
-                } else {
-                    obj.cast::<PyByteArray>()
-                        .ok()
-                        .map(|bytes| Value::Binary(bytes.to_vec()))
-                }
-            }
-            Self::Double => obj.extract::<f64>().ok().map(Value::Float64),
-            Self::Boolean => obj.extract::<bool>().ok().map(Value::Boolean),
-        };
-        value.ok_or_else(|| PyWeirError::ColumnValue {
-            index,
-            column_type: self.name(),
-            value: short_repr(obj),
-            expected: self.expected(),
-        })
-    }
-}
-
-/// `repr(obj)` cut to a length that keeps error messages readable.
-fn short_repr(obj: &Bound<'_, PyAny>) -> String {
-    const MAX_CHARS: usize = 60;
-    let repr = obj
-        .repr()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|_| format!("<{} object>", obj.get_type()));
-    if repr.chars().count() <= MAX_CHARS {
-        repr
-    } else {
-        let head: String = repr.chars().take(MAX_CHARS).collect();
-        format!("{head}...")
-    }
-}
-
 /// The key group of each key, with key types inferred as the state engine
 /// does (int is Spark's `long`, a tuple a composite key).
 #[pyfunction]
@@ -207,10 +140,6 @@ pub(crate) fn key_groups_of(
     max_parallelism: i64,
 ) -> Result<Vec<u16>, PyWeirError> {
     let max = max_parallelism_arg(max_parallelism)?;
-    keys.iter()
-        .map(|key| {
-            let (columns, _) = crate::values::key_columns(key)?;
-            Ok(weir_types::key_group_of(&columns, max).0)
-        })
-        .collect()
+    let groups = inferred_key_groups(keys.into_iter().map(PyValue), max)?;
+    Ok(groups.into_iter().map(|group| group.0).collect())
 }

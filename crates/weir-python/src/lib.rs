@@ -4,7 +4,6 @@
 //! the exception hierarchy in `errors.rs`; the logic lives in the core crates.
 //! This file only registers. Users import the typed wrappers in `python/weir`.
 
-mod arrow_ipc;
 mod checkpoints;
 mod coordinator;
 mod errors;
@@ -12,6 +11,7 @@ mod host;
 mod key_groups;
 mod local;
 mod session;
+mod types;
 mod values;
 
 use pyo3::prelude::*;
@@ -41,7 +41,9 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoints::latest_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
-    m.add_function(wrap_pyfunction!(checkpoints::subtask_restore, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoints::restore_tickets, m)?)?;
+    m.add_class::<checkpoints::PyCheckpoint>()?;
+    m.add_class::<checkpoints::PyRestoreTicket>()?;
     m.add_function(wrap_pyfunction!(host::run_host, m)?)?;
     m.add_function(wrap_pyfunction!(host::connect_host, m)?)?;
     m.add_function(wrap_pyfunction!(host::take_barrier, m)?)?;
@@ -50,10 +52,13 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<local::PyLocalOperator>()?;
     m.add_class::<session::PySession>()?;
     m.add_class::<session::PyKeyBatch>()?;
+    m.add_class::<types::PyValueType>()?;
+    m.add_class::<types::PyStateDescriptor>()?;
     m.add_function(wrap_pyfunction!(key_groups::key_groups_of, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_for_hash, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::key_group_range, m)?)?;
     m.add_function(wrap_pyfunction!(key_groups::subtask_for_key_group, m)?)?;
+    m.add_function(wrap_pyfunction!(key_groups::subtasks_for_key_groups, m)?)?;
     Ok(())
 }

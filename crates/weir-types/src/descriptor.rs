@@ -34,6 +34,27 @@ impl StateKind {
     }
 }
 
+impl std::str::FromStr for StateKind {
+    type Err = TypesError;
+
+    fn from_str(name: &str) -> Result<Self> {
+        Ok(match name {
+            "value" => StateKind::Value,
+            "list" => StateKind::List,
+            "reducing" => StateKind::Reducing,
+            "aggregating" => StateKind::Aggregating,
+            "map" => StateKind::Map,
+            _ => {
+                return Err(TypesError::UnknownName {
+                    what: "state kind",
+                    name: name.to_owned(),
+                    expected: "value, list, reducing, aggregating or map",
+                });
+            }
+        })
+    }
+}
+
 impl std::fmt::Display for StateKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -48,6 +69,23 @@ pub enum TtlUpdate {
     OnCreateAndWrite,
     /// Refreshed on reads too.
     OnReadAndWrite,
+}
+
+impl std::str::FromStr for TtlUpdate {
+    type Err = TypesError;
+
+    /// `on_create_and_write` or `on_read_and_write`.
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "on_create_and_write" => Ok(TtlUpdate::OnCreateAndWrite),
+            "on_read_and_write" => Ok(TtlUpdate::OnReadAndWrite),
+            _ => Err(TypesError::UnknownName {
+                what: "time-to-live update type",
+                name: name.to_owned(),
+                expected: "on_create_and_write or on_read_and_write",
+            }),
+        }
+    }
 }
 
 /// Time-to-live of state entries; expired entries are never returned.
@@ -144,6 +182,21 @@ mod tests {
         assert!(StateDescriptor::new("m", StateKind::Map, ValueType::Int64).is_err());
         assert!(StateDescriptor::map("m", ValueType::Utf8, ValueType::Int64).is_ok());
         assert!(StateDescriptor::new("", StateKind::Value, ValueType::Int64).is_err());
+    }
+
+    #[test]
+    fn kinds_parse_from_their_names() {
+        for kind in [
+            StateKind::Value,
+            StateKind::List,
+            StateKind::Reducing,
+            StateKind::Aggregating,
+            StateKind::Map,
+        ] {
+            assert_eq!(kind.as_str().parse::<StateKind>(), Ok(kind));
+        }
+        let err = "counter".parse::<StateKind>().expect_err("unknown");
+        assert!(err.to_string().contains("use value, list"), "{err}");
     }
 
     #[test]

@@ -2,6 +2,32 @@
 
 use crate::value_type::ValueType;
 
+/// A value written to a state that does not fit the state's type: which
+/// part of it, and the type that part had to fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueMismatch {
+    /// The state name.
+    pub state: String,
+    /// The state's type.
+    pub state_type: ValueType,
+    /// Where in the value the part that does not fit is (`item 0 of field 'names' of `), or empty.
+    pub path: String,
+    /// The part that does not fit, rendered with its type.
+    pub value: String,
+    /// The type that part had to fit.
+    pub part_type: ValueType,
+}
+
+impl std::fmt::Display for ValueMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "state '{}' holds {} values, but {}the value written is {}",
+            self.state, self.state_type, self.path, self.value
+        )
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = TypesError> = std::result::Result<T, E>;
 
@@ -87,9 +113,47 @@ pub enum TypesError {
         reason: &'static str,
     },
     /// An Arrow type Weir cannot store as state.
-    #[error("arrow type {arrow} is not supported as a state type")]
+    #[error(
+        "arrow type {arrow} cannot be a state type: use bool, int32, int64, float32, float64, \
+         string, binary (also for bytes), or a list or struct of those"
+    )]
     UnsupportedArrowType {
         /// The Arrow type, rendered.
         arrow: String,
+    },
+    /// A value written to a state that does not fit the state's type (boxed:
+    /// errors stay small on the paths that never raise it).
+    #[error("{0}")]
+    ValueMismatch(Box<ValueMismatch>),
+    /// A key that cannot be a key at all.
+    #[error("key {key} is invalid: {reason}")]
+    InvalidKey {
+        /// The key, rendered with its type.
+        key: String,
+        /// Why, and what a key may be.
+        reason: &'static str,
+    },
+    /// A key whose column types differ from the operator's key types.
+    #[error(
+        "key {key} has columns of type {types}, but this operator's keys are {known}: \
+         a key selector must return keys of one type"
+    )]
+    KeyTypeMismatch {
+        /// The key, rendered with its type.
+        key: String,
+        /// Its column types, rendered (or why they are unknown).
+        types: String,
+        /// The operator's key column types, rendered.
+        known: String,
+    },
+    /// A name that is none of the names of a closed set (backends, state kinds, ...).
+    #[error("{what} {name:?} is unknown: use {expected}")]
+    UnknownName {
+        /// What was named, e.g. "state backend".
+        what: &'static str,
+        /// The rejected name.
+        name: String,
+        /// The accepted names.
+        expected: &'static str,
     },
 }

@@ -26,11 +26,16 @@ mod value;
 mod value_type;
 
 pub use descriptor::{StateDescriptor, StateKind, TtlConfig, TtlUpdate};
-pub use encoding::{decode_key, decode_value, encode_key, encode_value, read_varint, write_varint};
-pub use error::{Result, TypesError};
+pub use encoding::{
+    EncodeError, ValueBuilder, ValueSource, ValueTree, decode_key, decode_value, decode_with,
+    encode_key, encode_key_column, encode_value, encode_with, read_varint, write_varint,
+};
+pub use error::{Result, TypesError, ValueMismatch};
 pub use ids::{Attempt, CheckpointId, Epoch, JobId, OperatorUid, SubtaskIndex};
 pub use key_group::{KeyGroup, KeyGroupRange, MaxParallelism, key_group_of};
-pub use spark_hash::{SPARK_HASH_SEED, hash_bytes, hash_int, hash_long, hash_values};
+pub use spark_hash::{
+    SPARK_HASH_SEED, hash_bytes, hash_encoded_key, hash_int, hash_long, hash_values,
+};
 pub use value::Value;
 pub use value_type::{Field, ValueType};
 

@@ -114,6 +114,27 @@ impl ValueType {
         Self::from_arrow(field.data_type())
     }
 
+    /// The type of a key column of Spark SQL type `name`, which decides how
+    /// Spark hashes its values: `int`, `long`, `string`, `binary`, `double`
+    /// or `boolean`.
+    pub fn of_spark_column(name: &str) -> Result<Self> {
+        Ok(match name {
+            "int" => ValueType::Int32,
+            "long" => ValueType::Int64,
+            "string" => ValueType::Utf8,
+            "binary" => ValueType::Binary,
+            "double" => ValueType::Float64,
+            "boolean" => ValueType::Boolean,
+            _ => {
+                return Err(TypesError::UnknownName {
+                    what: "key column type",
+                    name: name.to_owned(),
+                    expected: "int, long, string, binary, double or boolean",
+                });
+            }
+        })
+    }
+
     /// The Weir type of an Arrow data type.
     pub fn from_arrow(data_type: &DataType) -> Result<Self> {
         Ok(match data_type {

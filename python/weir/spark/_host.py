@@ -9,7 +9,6 @@ from weir import _internal
 from weir.host import command
 from weir.key_groups import key_group_range as _key_group_range
 from weir.spark.tasks import OperatorTask
-from weir.types import value_type_json
 
 HOST_IDLE_TIMEOUT_S = 120.0
 
@@ -38,9 +37,6 @@ def open_session(task: OperatorTask, partition: int) -> _internal.Session:
     # Only a task starting right at the restored cut gets a ticket to load the
     # state from storage; later tasks expect the host to hold it (else StateLostError).
     restore = task.restore_tickets[partition] if task.restore_tickets is not None else None
-    key_types = None
-    if op.key_types is not None:
-        key_types = "[" + ",".join(value_type_json(t) for t in op.key_types) + "]"
     return _internal.connect_host(
         os.path.join(task.hosts.directory, f"gen-{task.generation}"),
         task.hosts.token,
@@ -49,10 +45,10 @@ def open_session(task: OperatorTask, partition: int) -> _internal.Session:
         parallelism=op.parallelism,
         max_parallelism=op.max_parallelism,
         backend=op.backend,
-        key_types_json=key_types,
+        key_types=op.key_types,
         expect_restored_from=task.restored_checkpoint,
         expect_final_epoch=task.final_epoch,
-        restore_json=restore,
+        restore=restore,
         host_command=command(),
         idle_timeout_s=HOST_IDLE_TIMEOUT_S,
         owner_pid=_owner_pid(),

@@ -20,9 +20,9 @@ from weir.exceptions import InvalidArgumentError
 from weir.spark.routing import key_group_column, routing_column, subtask_column
 from weir.spark.tasks import KEY_GROUP, MARKER, ROUTE, OperatorTask
 from weir.spark.worker import run_epoch_task
+from weir.types import ValueType, value_type
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
@@ -34,8 +34,8 @@ class StepInput:
     """What a stateful step's input looks like, learned on the driver."""
 
     columns: tuple[str, ...]
-    key_types: tuple[pa.DataType, ...] | None
-    """The Arrow types of the key columns (``None`` for a non-keyed step)."""
+    key_types: tuple[ValueType, ...] | None
+    """The state types of the key columns (``None`` for a non-keyed step)."""
 
 
 def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
@@ -49,7 +49,7 @@ def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
             f"it has {frame.columns}"
         )
     keys = to_arrow_schema(frame.select(*step.key_columns).schema)
-    return StepInput(tuple(frame.columns), tuple(f.type for f in keys))
+    return StepInput(tuple(frame.columns), tuple(value_type(f.type) for f in keys))
 
 
 def epoch_frame(

@@ -24,6 +24,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from weir import _internal
+from weir.checkpoint import RestoreTicket, check_restore, read_checkpoint, restore_tickets
 from weir.config import CheckpointConfig
 from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import driver as d
@@ -114,7 +115,7 @@ class Runner:
         self.coordinator: _internal.Coordinator | None = None
         self.inputs: dict[str, StepInput] = {}
         self.planned: EpochInput | None = None
-        self.tickets: dict[str, tuple[Any, ...]] = {}
+        self.tickets: dict[str, tuple[RestoreTicket, ...]] = {}
         self.restore_cut: int | None = None
         self.records = job.spark.sparkContext.accumulator(0)
         self.progress = Progress(job.name, enabled=job.progress, records=self.records)
@@ -241,26 +242,27 @@ class Runner:
             sink.recover(None)
             return d.Restored(d.RestorePoint.empty(sink.high_water()))
         try:
-            dropped = _internal.check_restore(action.path, self.graph.shapes(), self.job.allow_non_restored_state)
-            metadata = json.loads(_internal.read_checkpoint(action.path))
+            dropped = check_restore(
+                action.path, self.graph.shapes(), allow_non_restored_state=self.job.allow_non_restored_state
+            )
+            checkpoint = read_checkpoint(action.path)
         except WeirError as error:
             return d.RestoreFailed(error)
-        sink.recover(metadata["sinks"].get(self.graph.sink_uid))
-        restored = frozenset(op["uid"] for op in metadata["operators"]) & {s.uid for s in self.graph.steps}
-        self.restore_cut = int(metadata["cut_epoch"])
-        for uid in restored:
-            step = self.graph.step(uid)
-            self.tickets[uid] = tuple(
-                _internal.subtask_restore(action.path, uid, s, step.parallelism, step.max_parallelism)
-                for s in range(step.parallelism)
+        sink.recover(checkpoint.sinks.get(self.graph.sink_uid))
+        self.restore_cut = checkpoint.cut_epoch
+        for step in self.graph.steps:
+            tickets = restore_tickets(
+                action.path, step.uid, parallelism=step.parallelism, max_parallelism=step.max_parallelism
             )
+            if tickets is not None:
+                self.tickets[step.uid] = tickets
         return d.Restored(
             d.RestorePoint(
                 path=action.path,
-                checkpoint_id=int(metadata["checkpoint_id"]),
-                cut=self.restore_cut,
-                positions=dict(metadata["sources"]),
-                restored_operators=restored,
+                checkpoint_id=checkpoint.checkpoint_id,
+                cut=checkpoint.cut_epoch,
+                positions=checkpoint.sources,
+                restored_operators=frozenset(self.tickets),
                 sink_high_water=sink.high_water(),
                 dropped=tuple(dropped),
             )

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from weir.checkpoint import RestoreTicket
+    from weir.types import ValueType
+
 KEY_GROUP = "__weir_key_group"
 """Internal column: the key group of the row's key, computed in the JVM."""
 ROUTE = "__weir_route"
@@ -60,7 +63,7 @@ class OperatorSpec:
     function: Any
     key_columns: tuple[str, ...] | None
     """``None`` for a non-keyed operator."""
-    key_types: Any
+    key_types: tuple[ValueType, ...] | None
     """The key columns' state types; ``None`` before the first data epoch (or non-keyed)."""
     value_columns: tuple[str, ...]
     """The input columns handed to the function, in order."""
@@ -86,6 +89,6 @@ class OperatorTask:
     """A triggered checkpoint still waiting for its cut (this epoch may become it)."""
     restored_checkpoint: int | None
     """The checkpoint this generation's state of the operator came from (``None``: empty)."""
-    restore_tickets: tuple[Any, ...] | None
+    restore_tickets: tuple[RestoreTicket, ...] | None
     """Per subtask, what to load from storage; only for tasks starting at the restored cut."""
     hosts: HostAccess

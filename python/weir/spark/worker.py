@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import Accumulator, TaskContext
 
-from weir._runtime import KeyedOperatorRunner
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
+from weir.runtime import KeyedOperatorRunner
 from weir.spark import _host
 from weir.spark.tasks import INTERNAL_COLUMNS, KEY_GROUP, MARKER, OperatorSpec, OperatorTask
 

@@ -25,7 +25,7 @@ use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_types::{Epoch, KeyGroupRange, StateDescriptor, ValueType};
 
 use crate::error::{HostError, Result};
-use crate::session::{BackendSpec, SubtaskSpec};
+use crate::session::{BackendSpec, SubtaskSpec, render_types};
 
 pub use aggregate::accumulator_type;
 pub use upload::{SubtaskSnapshot, SubtaskUpload, UploadFuture};
@@ -100,7 +100,7 @@ impl Subtask {
     pub fn set_key_types(&mut self, types: Vec<ValueType>) -> Result<()> {
         match &self.spec.key_types {
             Some(existing) if *existing != types => Err(HostError::InvalidRequest(format!(
-                "the key columns of operator {} are {}; they cannot change to {}",
+                "the key columns of operator {} are [{}]; they cannot change to [{}]",
                 self.spec.uid,
                 render_types(existing),
                 render_types(&types)
@@ -155,10 +155,4 @@ impl Subtask {
                 state,
             )))
     }
-}
-
-/// Types as `int64, string` for messages.
-fn render_types(types: &[ValueType]) -> String {
-    let rendered: Vec<String> = types.iter().map(ToString::to_string).collect();
-    format!("[{}]", rendered.join(", "))
 }

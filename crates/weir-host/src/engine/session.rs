@@ -6,7 +6,8 @@ use arrow_array::builder::BinaryBuilder;
 use arrow_array::{Array, ArrayRef, BinaryArray};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
-    Attempt, Epoch, KeyGroupRange, StateDescriptor, StateKind, decode_value, encode_value,
+    Attempt, Epoch, KeyGroupRange, StateDescriptor, StateKind, ValueType, decode_value,
+    encode_value,
 };
 
 use super::Subtask;
@@ -78,6 +79,10 @@ impl SubtaskSession for Subtask {
 
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
+    }
+
+    fn set_key_types(&mut self, types: &[ValueType]) -> Result<()> {
+        Subtask::set_key_types(self, types.to_vec())
     }
 
     fn register_state(&mut self, descriptor: &StateDescriptor) -> Result<StateId> {
