@@ -2,14 +2,23 @@
 
 from collections.abc import Mapping, Sequence
 from os import PathLike
-from typing import Any, final
+from typing import Any, Literal, final
 
 __all__ = [
+    "BarrierInjected",
     "Checkpoint",
+    "CheckpointAborted",
+    "CheckpointCompleted",
+    "CheckpointConfig",
     "CheckpointError",
+    "CheckpointSubsumed",
+    "CheckpointTriggered",
+    "CleanupFailed",
     "Coordinator",
     "InvalidArgumentError",
+    "JobFailed",
     "KeyBatch",
+    "LeaseLost",
     "LocalOperator",
     "RestoreTicket",
     "SavepointFormatError",
@@ -21,6 +30,7 @@ __all__ = [
     "ValueType",
     "WeirError",
     "check_restore",
+    "claim_owner",
     "connect_host",
     "host_exit_already_running",
     "host_status",
@@ -55,7 +65,12 @@ def subtasks_for_key_groups(
     max_parallelism: int, parallelism: int, key_groups: Sequence[int]
 ) -> list[int]: ...
 def key_groups_of(keys: Sequence[object], max_parallelism: int) -> list[int]: ...
-def latest_checkpoint(checkpoint_dir: str, job_id: str) -> str | None: ...
+def latest_checkpoint(
+    checkpoint_dir: str, job_id: str, storage_options: Mapping[str, str] | None = None
+) -> str | None: ...
+def claim_owner(
+    coordinator_url: str, token: str, generation: int, uid: str, subtask: int, address: str
+) -> str: ...
 def read_checkpoint(path: str) -> Checkpoint: ...
 def check_restore(
     path: str, operators: Sequence[tuple[str, int, int]], allow_non_restored_state: bool
@@ -234,6 +249,133 @@ class LocalOperator:
     def close(self) -> None: ...
 
 @final
+class CheckpointConfig:
+    def __new__(
+        cls,
+        interval_ms: int,
+        *,
+        mode: Literal["exactly_once", "at_least_once"] = "exactly_once",
+        timeout_ms: int = 600_000,
+        min_pause_ms: int = 0,
+        max_concurrent: int = 1,
+        tolerable_failures: int = 0,
+        retained: int = 1,
+        externalized_cleanup: Literal[
+            "retain_on_cancellation", "delete_on_cancellation"
+        ] = "retain_on_cancellation",
+    ) -> CheckpointConfig: ...
+    @property
+    def interval_ms(self) -> int: ...
+    @property
+    def mode(self) -> Literal["exactly_once", "at_least_once"]: ...
+    @property
+    def timeout_ms(self) -> int: ...
+    @property
+    def min_pause_ms(self) -> int: ...
+    @property
+    def max_concurrent(self) -> int: ...
+    @property
+    def tolerable_failures(self) -> int: ...
+    @property
+    def retained(self) -> int: ...
+    @property
+    def externalized_cleanup(self) -> Literal["retain_on_cancellation", "delete_on_cancellation"]: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[int], dict[str, object]]: ...
+
+@final
+class CheckpointTriggered:
+    __match_args__ = ("id", "kind")
+    def __new__(cls, id: int, kind: Literal["checkpoint", "savepoint"]) -> CheckpointTriggered: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> Literal["checkpoint", "savepoint"]: ...
+
+@final
+class BarrierInjected:
+    __match_args__ = ("id", "kind", "cut", "storage")
+    def __new__(
+        cls, id: int, kind: Literal["checkpoint", "savepoint"], cut: int, storage: str
+    ) -> BarrierInjected: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> Literal["checkpoint", "savepoint"]: ...
+    @property
+    def cut(self) -> int: ...
+    @property
+    def storage(self) -> str: ...
+
+@final
+class CheckpointCompleted:
+    __match_args__ = ("id", "kind", "cut", "path")
+    def __new__(
+        cls, id: int, kind: Literal["checkpoint", "savepoint"], cut: int, path: str
+    ) -> CheckpointCompleted: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> Literal["checkpoint", "savepoint"]: ...
+    @property
+    def cut(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+
+@final
+class CheckpointSubsumed:
+    __match_args__ = ("ids",)
+    def __new__(cls, ids: Sequence[int]) -> CheckpointSubsumed: ...
+    @property
+    def ids(self) -> list[int]: ...
+
+@final
+class CheckpointAborted:
+    __match_args__ = ("id", "kind", "reason")
+    def __new__(cls, id: int, kind: Literal["checkpoint", "savepoint"], reason: str) -> CheckpointAborted: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> Literal["checkpoint", "savepoint"]: ...
+    @property
+    def reason(self) -> str: ...
+
+@final
+class JobFailed:
+    __match_args__ = ("reason", "consecutive_failures", "latest_completed")
+    def __new__(cls, reason: str, consecutive_failures: int, latest_completed: int | None) -> JobFailed: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def consecutive_failures(self) -> int: ...
+    @property
+    def latest_completed(self) -> int | None: ...
+
+@final
+class CleanupFailed:
+    __match_args__ = ("message",)
+    def __new__(cls, message: str) -> CleanupFailed: ...
+    @property
+    def message(self) -> str: ...
+
+@final
+class LeaseLost:
+    __match_args__ = ("message",)
+    def __new__(cls, message: str) -> LeaseLost: ...
+    @property
+    def message(self) -> str: ...
+
+_CoordinatorEvent = (
+    CheckpointTriggered
+    | BarrierInjected
+    | CheckpointCompleted
+    | CheckpointSubsumed
+    | CheckpointAborted
+    | JobFailed
+    | CleanupFailed
+    | LeaseLost
+)
+
+@final
 class Coordinator:
     def __new__(
         cls,
@@ -241,22 +383,25 @@ class Coordinator:
         job_id: str,
         token: str,
         operators: Sequence[tuple[str, int, int]],
+        config: CheckpointConfig,
         *,
-        interval_ms: int,
-        mode: str = "exactly_once",
-        timeout_ms: int = 600_000,
-        min_pause_ms: int = 0,
-        max_concurrent: int = 1,
-        tolerable_failures: int = 0,
-        retained: int = 1,
         savepoint_dir: str | None = None,
-        min_checkpoint_id: int = 1,
+        storage_options: Mapping[str, str] | None = None,
+        bind: str = "127.0.0.1",
+        advertise: str | None = None,
+        restored: str | None = None,
     ) -> Coordinator: ...
     @property
     def address(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    def restart(self, restored: str | None) -> int: ...
     def epoch_final(self, epoch: int, sources: str, sinks: str) -> None: ...
-    def trigger_savepoint(self) -> int: ...
-    def poll_events(self, timeout_s: float = 0.0) -> list[dict[str, Any]]: ...
+    def trigger_savepoint(self, directory: str | None = None, *, stop: bool = False) -> int: ...
+    def poll_events(self, timeout_s: float = 0.0) -> list[_CoordinatorEvent]: ...
+    def owners(self) -> dict[tuple[str, int], str]: ...
     def stats(self) -> str: ...
     def latest_completed(self) -> int | None: ...
-    def shutdown(self) -> None: ...
+    def shutdown(self, *, cancelled: bool = False) -> None: ...
+    def __enter__(self) -> Coordinator: ...
+    def __exit__(self, *_exc: object) -> None: ...

@@ -1,10 +1,22 @@
 """Checkpointing and state backend configuration (Flink's ``CheckpointConfig`` and backends).
 
+:class:`CheckpointConfig` is the native configuration of the Rust
+coordinator: frozen, picklable, and validated once, in Rust, when it is
+made (an invalid option raises :class:`~weir.exceptions.InvalidArgumentError`
+saying how to fix it).
+
 Examples:
     >>> from weir.config import CheckpointConfig, StateBackend
     >>> config = CheckpointConfig(interval_ms=5_000, min_pause_ms=1_000)
     >>> config.mode, config.timeout_ms, config.max_concurrent, config.tolerable_failures
     ('exactly_once', 600000, 1, 0)
+    >>> config.externalized_cleanup
+    'retain_on_cancellation'
+    >>> CheckpointConfig(interval_ms=5)
+    Traceback (most recent call last):
+    ...
+    weir.exceptions.InvalidArgumentError: checkpoint interval 5ms is below the minimum of 10ms; \
+set a longer interval
     >>> StateBackend.of("rocksdb")
     StateBackend(name='rocksdb')
     >>> StateBackend.of({"name": "heap"}).name
@@ -17,130 +29,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
+from weir._internal import CheckpointConfig
 from weir.exceptions import InvalidArgumentError
 
 __all__ = [
-    "MINIMAL_CHECKPOINT_TIME_MS",
     "BackendName",
     "CheckpointConfig",
     "CheckpointingMode",
-    "ExternalizedRetention",
+    "ExternalizedCleanup",
     "StateBackend",
 ]
 
 CheckpointingMode: TypeAlias = Literal["exactly_once", "at_least_once"]
 """Exactly-once publishes sink output when a checkpoint completes; at-least-once at each epoch end."""
 
-ExternalizedRetention: TypeAlias = Literal["delete_on_cancellation", "retain_on_cancellation"]
-"""What happens to retained checkpoints when the job is cancelled (they always survive failures)."""
+ExternalizedCleanup: TypeAlias = Literal["retain_on_cancellation", "delete_on_cancellation"]
+"""What a cancelled job does with its checkpoints (they always survive failures and normal ends)."""
 
 BackendName: TypeAlias = Literal["heap", "rocksdb"]
 """The keyed state backends."""
 
-MINIMAL_CHECKPOINT_TIME_MS: Final = 10
-"""The shortest checkpoint interval and timeout (Flink's ``MINIMAL_CHECKPOINT_TIME``)."""
-
-_MODES: Final = ("exactly_once", "at_least_once")
-_RETENTIONS: Final = ("delete_on_cancellation", "retain_on_cancellation")
 _BACKENDS: Final = ("heap", "rocksdb")
-
-
-@dataclass(frozen=True)
-class CheckpointConfig:
-    """Flink's checkpoint options, with Flink's defaults and validation.
-
-    Attributes:
-        interval_ms: Time between the starts of two periodic checkpoints (>= 10 ms).
-        mode: ``"exactly_once"`` (default) or ``"at_least_once"``.
-        timeout_ms: A checkpoint still running this long after its trigger is
-            aborted (>= 10 ms; default 10 minutes).
-        min_pause_ms: Least time between the end of one checkpoint and the start
-            of the next (default 0); only with ``max_concurrent == 1``.
-        max_concurrent: Checkpoints in flight at once (default 1).
-        tolerable_failures: Consecutive failed checkpoints tolerated before the
-            job fails (default 0, as in Flink).
-        retained: Completed checkpoints kept; older ones are subsumed (default 1).
-        externalized_retention: Whether retained checkpoints survive cancelling
-            the job (default ``"delete_on_cancellation"``).
-
-    Raises:
-        InvalidArgumentError: If an option is out of range; the message says the fix.
-
-    Examples:
-        >>> CheckpointConfig(interval_ms=5)
-        Traceback (most recent call last):
-        ...
-        weir.exceptions.InvalidArgumentError: checkpoint interval must be at least 10 ms, got 5 ms
-    """
-
-    interval_ms: int
-    mode: CheckpointingMode = "exactly_once"
-    timeout_ms: int = 600_000
-    min_pause_ms: int = 0
-    max_concurrent: int = 1
-    tolerable_failures: int = 0
-    retained: int = 1
-    externalized_retention: ExternalizedRetention = "delete_on_cancellation"
-
-    def __post_init__(self) -> None:
-        for name in (
-            "interval_ms",
-            "timeout_ms",
-            "min_pause_ms",
-            "max_concurrent",
-            "tolerable_failures",
-            "retained",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidArgumentError(f"{name} must be an int, got {value!r}")
-        if self.interval_ms < MINIMAL_CHECKPOINT_TIME_MS:
-            raise InvalidArgumentError(
-                f"checkpoint interval must be at least {MINIMAL_CHECKPOINT_TIME_MS} ms, "
-                f"got {self.interval_ms} ms"
-            )
-        if self.timeout_ms < MINIMAL_CHECKPOINT_TIME_MS:
-            raise InvalidArgumentError(
-                f"checkpoint timeout must be at least {MINIMAL_CHECKPOINT_TIME_MS} ms, "
-                f"got {self.timeout_ms} ms"
-            )
-        if self.mode not in _MODES:
-            raise InvalidArgumentError(f"checkpointing mode {self.mode!r} is unknown: use one of {_MODES}")
-        if self.min_pause_ms < 0:
-            raise InvalidArgumentError(f"min pause must be zero or positive, got {self.min_pause_ms} ms")
-        if self.max_concurrent < 1:
-            raise InvalidArgumentError(
-                f"max concurrent checkpoints must be at least 1, got {self.max_concurrent}"
-            )
-        if self.min_pause_ms > 0 and self.max_concurrent > 1:
-            raise InvalidArgumentError(
-                f"a min pause ({self.min_pause_ms} ms) needs max_concurrent == 1, got {self.max_concurrent}: "
-                "set one of them back to its default"
-            )
-        if self.tolerable_failures < 0:
-            raise InvalidArgumentError(
-                f"tolerable checkpoint failures must be zero or positive, got {self.tolerable_failures}"
-            )
-        if self.retained < 1:
-            raise InvalidArgumentError(
-                f"at least one completed checkpoint must be retained, got {self.retained}"
-            )
-        if self.externalized_retention not in _RETENTIONS:
-            raise InvalidArgumentError(
-                f"externalized retention {self.externalized_retention!r} is unknown: use one of {_RETENTIONS}"
-            )
-
-    def coordinator_options(self) -> dict[str, Any]:
-        """The keyword arguments of the native checkpoint coordinator."""
-        return {
-            "interval_ms": self.interval_ms,
-            "mode": self.mode,
-            "timeout_ms": self.timeout_ms,
-            "min_pause_ms": self.min_pause_ms,
-            "max_concurrent": self.max_concurrent,
-            "tolerable_failures": self.tolerable_failures,
-            "retained": self.retained,
-        }
 
 
 @dataclass(frozen=True)

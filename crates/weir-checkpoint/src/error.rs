@@ -1,6 +1,7 @@
 //! The error type of this crate.
 
 use std::fmt;
+use std::time::Duration;
 
 use weir_types::{CheckpointId, JobId, KeyGroupRange, OperatorUid, SubtaskIndex, TypesError};
 
@@ -230,6 +231,47 @@ pub enum CheckpointError {
     /// An id, range or descriptor failed validation.
     #[error(transparent)]
     Types(#[from] TypesError),
+    /// Another live run holds the job directory's lease.
+    #[error(
+        "job directory {job_dir} is in use by run {owner} (pid {pid} on {host}, last heartbeat {heartbeat_age:?} ago): \
+         only one run may use a job directory at a time; stop that run or give this job another name or checkpoint \
+         directory (a run that died frees it once its heartbeat is {stale_after:?} old, at once if it ran on this host)"
+    )]
+    LeaseHeld {
+        /// The job directory.
+        job_dir: String,
+        /// The holder's run id.
+        owner: String,
+        /// The holder's host.
+        host: String,
+        /// The holder's process id.
+        pid: u32,
+        /// How old the holder's last heartbeat is.
+        heartbeat_age: Duration,
+        /// How old a heartbeat must be for the lease to be taken over.
+        stale_after: Duration,
+    },
+    /// This run no longer holds the job directory's lease.
+    #[error(
+        "this run lost the lease on job directory {job_dir}: {reason}; another run may be using the directory, so this one must stop"
+    )]
+    LeaseLost {
+        /// The job directory.
+        job_dir: String,
+        /// What happened.
+        reason: String,
+    },
+    /// A lease or lineage record that does not parse.
+    #[error(
+        "{path} is not a readable weir record ({source}); if no run uses this job directory, delete it"
+    )]
+    MalformedRecord {
+        /// Where the record is.
+        path: String,
+        /// The parser's complaint.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Encoding the metadata failed (a non-string map key or similar bug).
     #[error("cannot encode metadata of checkpoint {checkpoint}: {source}")]
     Encode {

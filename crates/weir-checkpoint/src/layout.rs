@@ -5,7 +5,10 @@
 //! <checkpoint dir>/<job id>/chk-<n>/_metadata
 //! <checkpoint dir>/<job id>/chk-<n>/<uid>/<subtask>/...
 //! <checkpoint dir>/<job id>/shared/...
+//! <checkpoint dir>/<job id>/_lineage           the current lineage (see `lineage`)
+//! <checkpoint dir>/<job id>/_lease/<n>          lease records (see `lease`)
 //! <savepoint dir>/savepoint-<job id>-<n>/_metadata (+ the state files)
+//! <savepoint dir>/savepoint-<job id>-<n>-<suffix>/ (a savepoint a coordinator took)
 //! ```
 //!
 //! Pure string work: no I/O. Handle paths are relative to the job directory
@@ -23,6 +26,14 @@ pub const METADATA_FILE: &str = "_metadata";
 /// The directory of files shared across checkpoints, relative to the job
 /// directory; `weir_snapshot::shared_dir` puts each subtask's files below it.
 pub const SHARED_DIR: &str = "shared";
+
+/// The record of the job directory's current lineage, relative to the job
+/// directory.
+pub const LINEAGE_FILE: &str = "_lineage";
+
+/// The directory of the job directory's lease records, relative to the job
+/// directory.
+pub const LEASE_DIR: &str = "_lease";
 
 const CHECKPOINT_PREFIX: &str = "chk-";
 
@@ -55,6 +66,13 @@ pub fn parse_checkpoint_dir(name: &str) -> Option<CheckpointId> {
 /// The directory name of savepoint `id` of `job`, inside the savepoint directory.
 pub fn savepoint_dir(job: &JobId, id: CheckpointId) -> String {
     format!("savepoint-{job}-{id}")
+}
+
+/// The directory name of savepoint `id` of `job` taken by a coordinator:
+/// `suffix` (random) makes it a name no earlier savepoint had, so writing
+/// the savepoint never touches another one's files.
+pub fn fresh_savepoint_dir(job: &JobId, id: CheckpointId, suffix: &str) -> String {
+    format!("savepoint-{job}-{id}-{suffix}")
 }
 
 /// `root` joined with `relative`, a `/`-separated path without empty, `.`
@@ -102,6 +120,10 @@ mod tests {
         let job = JobId::new("orders").expect("valid");
         let uid = OperatorUid::new("avg").expect("valid");
         assert_eq!(savepoint_dir(&job, CheckpointId(5)), "savepoint-orders-5");
+        assert_eq!(
+            fresh_savepoint_dir(&job, CheckpointId(5), "9f0c"),
+            "savepoint-orders-5-9f0c"
+        );
         assert_eq!(
             subtask_dir(CheckpointId(5), &uid, SubtaskIndex(2)),
             "chk-5/avg/2"

@@ -8,6 +8,10 @@
 //! what nothing references any more; [`create_savepoint`] copies a checkpoint
 //! into a self-contained, movable savepoint; [`RestorePlan`] decides which
 //! stored handles each subtask of a (possibly rescaled) job restores.
+//! A run owns its job directory through a [`JobLease`] (which also reserves
+//! checkpoint ids, so they never repeat) and follows one [`Lineage`], kept
+//! by [`JobTimeline`]: what a restore of the latest state resumes from and
+//! what retention counts.
 //!
 //! ```
 //! use weir_checkpoint::{CheckpointKind, CheckpointMetadata, decode_metadata, encode_metadata};
@@ -27,18 +31,24 @@
 pub mod coordinator;
 mod error;
 pub mod layout;
+mod lease;
+mod lineage;
 mod location;
 mod metadata;
+mod record;
 mod resolved;
 mod restore;
 mod retention;
 mod savepoint;
 mod storage;
+mod timeline;
 
 pub use coordinator::{
     CheckpointConfig, CheckpointCoordinator, CoordinatorEffect, CoordinatorOptions,
 };
 pub use error::{CheckpointError, MetadataProblem, Result, UidList};
+pub use lease::{HolderLiveness, JobLease, LeaseDecision, LeaseHolder, LeaseRecord, LeaseTerms};
+pub use lineage::{Lineage, LineageHead, RestoreSource};
 pub use location::{PUT_DELAY_MS, StorageLocation, StorageOptions};
 pub use metadata::{
     CheckpointKind, CheckpointMetadata, InlineFile, METADATA_MAGIC, MetadataStats,
@@ -47,5 +57,8 @@ pub use metadata::{
 pub use resolved::ResolvedSnapshot;
 pub use restore::{JobOperator, OperatorRestore, RestorePlan, RestoredOperator, SubtaskRestore};
 pub use retention::{Retention, SubsumeDecision};
-pub use savepoint::{create_savepoint, dispose_savepoint};
+pub use savepoint::{
+    create_savepoint, discard_incomplete_savepoint, dispose_savepoint, publish_savepoint,
+};
 pub use storage::CheckpointStorage;
+pub use timeline::{JobTimeline, latest_state};

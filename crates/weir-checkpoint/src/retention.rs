@@ -4,8 +4,8 @@
 //! [`SharedFileRegistry`]).
 //!
 //! Pure decisions, no I/O: `CheckpointStorage::apply` deletes what a
-//! [`SubsumeDecision`] names, and `CheckpointStorage::recover_retention`
-//! rebuilds this state from the `_metadata` files after a restart.
+//! [`SubsumeDecision`] names, and `JobTimeline::recover` rebuilds this
+//! state from the `_metadata` files after a restart.
 //! Savepoints are never retained here and never deleted by it.
 //!
 //! With several checkpoints in flight, a pending checkpoint may reuse a

@@ -12,7 +12,7 @@ use object_store::PutPayload;
 use crate::error::{CheckpointError, Result};
 use crate::layout::{self, METADATA_FILE};
 use crate::location::StorageLocation;
-use crate::metadata::{CheckpointKind, encode_metadata};
+use crate::metadata::{CheckpointKind, CheckpointMetadata, encode_metadata};
 use crate::resolved::ResolvedSnapshot;
 use crate::storage::{delete_paths, delete_tree, put_new};
 
@@ -76,4 +76,38 @@ pub async fn dispose_savepoint(location: &StorageLocation) -> Result<()> {
     let dir = savepoint.base();
     delete_paths(dir, [METADATA_FILE]).await?;
     delete_tree(dir).await
+}
+
+/// Completes a savepoint whose subtasks uploaded their state into its own
+/// directory `dir` (paths in `metadata` relative to it): publishes its
+/// `_metadata` create-only, so an existing savepoint is never overwritten.
+pub async fn publish_savepoint(dir: &StorageLocation, metadata: &CheckpointMetadata) -> Result<()> {
+    if metadata.kind != CheckpointKind::Savepoint {
+        return Err(CheckpointError::WrongKind {
+            checkpoint: metadata.checkpoint_id,
+            found: metadata.kind,
+            expected: CheckpointKind::Savepoint,
+        });
+    }
+    let path = layout::join(dir.root(), METADATA_FILE)?;
+    put_new(
+        dir.store().as_ref(),
+        &path,
+        encode_metadata(metadata)?,
+        &format!("{}/{METADATA_FILE}", dir.url()),
+    )
+    .await
+}
+
+/// Deletes what the subtasks of a savepoint that never completed uploaded
+/// into `dir`. Refuses a directory holding a `_metadata`, so a completed
+/// savepoint is only ever removed by [`dispose_savepoint`].
+pub async fn discard_incomplete_savepoint(dir: &StorageLocation) -> Result<()> {
+    match ResolvedSnapshot::open(dir).await {
+        Ok(found) => Err(CheckpointError::AlreadyExists {
+            path: format!("{}/{METADATA_FILE}", found.base().url()),
+        }),
+        Err(CheckpointError::MissingMetadata { .. }) => delete_tree(dir).await,
+        Err(err) => Err(err),
+    }
 }

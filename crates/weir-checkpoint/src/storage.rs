@@ -6,11 +6,10 @@
 //! decodes: the file is published in one step (staged file + link on the
 //! local file system, a create-only put on object stores), so a crash while
 //! writing state files or the metadata leaves no complete-looking directory.
-//! Which checkpoints to delete is decided by `retention`; this module only
-//! performs deletions.
+//! Which checkpoints to delete is decided by `retention` and `timeline`;
+//! this module only performs deletions.
 
 use std::collections::BTreeSet;
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -25,7 +24,7 @@ use crate::layout;
 use crate::location::StorageLocation;
 use crate::metadata::{CheckpointKind, CheckpointMetadata, InlineFile, encode_metadata};
 use crate::resolved::{ResolvedSnapshot, read_state_file};
-use crate::retention::{Retention, SubsumeDecision};
+use crate::retention::SubsumeDecision;
 
 /// Where state files go.
 #[derive(Debug, Clone)]
@@ -239,43 +238,9 @@ impl CheckpointStorage {
         Ok(())
     }
 
-    /// Rebuilds retention after a restart from the completed checkpoints in
-    /// storage and deletes what it no longer retains: checkpoints beyond the
-    /// newest `max_retained`, the directories of checkpoints that never
-    /// completed, and every file under `shared/` that no retained checkpoint
-    /// references (including uploads of checkpoints that failed before the
-    /// restart). Call it before triggering new checkpoints, never while a
-    /// checkpoint is in flight: in-flight uploads would look unreferenced.
-    pub async fn recover_retention(&self, max_retained: NonZeroUsize) -> Result<Retention> {
-        let completed = self.completed().await?;
-        let (retention, mut decision) = Retention::rebuild(max_retained, &completed);
-        let complete: BTreeSet<CheckpointId> = completed.iter().map(|m| m.checkpoint_id).collect();
-        let incomplete = self.checkpoint_dirs().await?.into_iter();
-        decision
-            .discard
-            .extend(incomplete.filter(|id| !complete.contains(id)));
-        self.apply(&decision).await?;
-
-        let retained: BTreeSet<CheckpointId> = retention.retained().collect();
-        let referenced: BTreeSet<&str> = completed
-            .iter()
-            .filter(|m| retained.contains(&m.checkpoint_id))
-            .flat_map(|m| m.files())
-            .map(|f| f.path.as_str())
-            .collect();
-        let orphans: Vec<String> = self
-            .list_relative(layout::SHARED_DIR)
-            .await?
-            .into_iter()
-            .filter(|path| !referenced.contains(path.as_str()))
-            .collect();
-        delete_paths(&self.job_dir, orphans.iter().map(String::as_str)).await?;
-        Ok(retention)
-    }
-
     /// Every object under `dir` (relative to the job directory), as paths
     /// relative to the job directory.
-    async fn list_relative(&self, dir: &str) -> Result<Vec<String>> {
+    pub(crate) async fn list_relative(&self, dir: &str) -> Result<Vec<String>> {
         let prefix = self.job_dir.child(dir)?;
         let listed: Vec<_> = self
             .job_dir

@@ -2,10 +2,14 @@
 //!
 //! - `POST /ack`: a [`SubtaskAck`] as JSON; answers `{"outcome": ...}`.
 //! - `POST /decline`: a [`SubtaskDecline`] as JSON; answers `{"outcome": ...}`.
+//! - `POST /owners`: an [`OwnerClaim`] as JSON; answers an [`OwnerAnswer`],
+//!   or 409 for a claim of another generation.
 //! - `GET /checkpoints`: the statistics history.
 //! - `GET /checkpoints/<id>`: one checkpoint's statistics.
 //!
-//! Errors answer `{"error": "..."}` with 400, 401, 404, 405 or 413.
+//! The token is checked before anything else of a request is looked at:
+//! no body is read and nothing is recorded for a request without it.
+//! Errors answer `{"error": "..."}` with 400, 401, 404, 405, 409 or 413.
 
 use std::sync::Arc;
 
@@ -20,7 +24,7 @@ use weir_checkpoint::coordinator::{AckOutcome, SubtaskAck, SubtaskDecline};
 use weir_types::CheckpointId;
 
 use crate::driver::Shared;
-use crate::sink::MetadataSink;
+use crate::owners::{ClaimOutcome, OwnerAnswer, OwnerClaim};
 
 /// The body of a successful `POST /ack` or `POST /decline`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -29,8 +33,8 @@ pub struct OutcomeBody {
     pub outcome: AckOutcome,
 }
 
-pub(crate) async fn handle<S: MetadataSink>(
-    shared: &Arc<Shared<S>>,
+pub(crate) async fn handle(
+    shared: &Arc<Shared>,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let header = request
@@ -51,11 +55,10 @@ pub(crate) async fn handle<S: MetadataSink>(
                 Ok(ack) => ack,
                 Err(response) => return response,
             };
-            let (outcome, effects) = {
-                let mut coordinator = shared.coordinator.lock().await;
-                coordinator.on_ack(shared.now(), ack)
-            };
-            shared.dispatch(effects);
+            let mut run = shared.run.lock().await;
+            let (outcome, effects) = run.coordinator.on_ack(shared.now(), ack);
+            shared.dispatch(&run, effects);
+            drop(run);
             json(StatusCode::OK, &OutcomeBody { outcome })
         }
         (Method::POST, "/decline") => {
@@ -63,15 +66,37 @@ pub(crate) async fn handle<S: MetadataSink>(
                 Ok(decline) => decline,
                 Err(response) => return response,
             };
-            let (outcome, effects) = {
-                let mut coordinator = shared.coordinator.lock().await;
-                coordinator.on_decline(shared.now(), decline)
-            };
-            shared.dispatch(effects);
+            let mut run = shared.run.lock().await;
+            let (outcome, effects) = run.coordinator.on_decline(shared.now(), decline);
+            shared.dispatch(&run, effects);
+            drop(run);
             json(StatusCode::OK, &OutcomeBody { outcome })
         }
+        (Method::POST, "/owners") => {
+            let claim: OwnerClaim = match read_json(request, shared.max_body_bytes).await {
+                Ok(claim) => claim,
+                Err(response) => return response,
+            };
+            match shared.claim_owner(claim) {
+                ClaimOutcome::Owner(answer) => json::<OwnerAnswer>(StatusCode::OK, &answer),
+                ClaimOutcome::WrongGeneration { current } => error(
+                    StatusCode::CONFLICT,
+                    &format!(
+                        "the job runs generation {current}; a task of another generation cannot claim state"
+                    ),
+                ),
+                ClaimOutcome::UnknownSubtask => error(
+                    StatusCode::BAD_REQUEST,
+                    "the job has no such stateful subtask",
+                ),
+                ClaimOutcome::BadAddress => error(
+                    StatusCode::BAD_REQUEST,
+                    "the address must be a non-empty host:port of printable ASCII, at most 256 bytes",
+                ),
+            }
+        }
         (Method::GET, "/checkpoints") => {
-            json(StatusCode::OK, shared.coordinator.lock().await.stats())
+            json(StatusCode::OK, shared.run.lock().await.coordinator.stats())
         }
         (Method::GET, p) if p.starts_with("/checkpoints/") => {
             let raw = &p["/checkpoints/".len()..];
@@ -82,9 +107,10 @@ pub(crate) async fn handle<S: MetadataSink>(
                 );
             };
             match shared
-                .coordinator
+                .run
                 .lock()
                 .await
+                .coordinator
                 .stats()
                 .get(CheckpointId(id))
             {
@@ -95,7 +121,7 @@ pub(crate) async fn handle<S: MetadataSink>(
                 ),
             }
         }
-        (_, "/ack" | "/decline" | "/checkpoints") => {
+        (_, "/ack" | "/decline" | "/owners" | "/checkpoints") => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
         (_, p) if p.starts_with("/checkpoints/") => {

@@ -1,52 +1,56 @@
 //! The checkpoint coordinator's driver.
 //!
-//! [`CoordinatorDriver`] runs the sans-IO
-//! [`CheckpointCoordinator`](weir_checkpoint::CheckpointCoordinator) on tokio:
-//! a timer ticks it when a checkpoint falls due or times out, an HTTP server
-//! (loopback by default, every request checked against the job's secret
-//! token) takes subtasks' acks and declines and serves statistics, completed
-//! checkpoints go to storage through a [`MetadataSink`], and everything the
-//! job's owner must act on arrives as [`DriverEvent`]s.
+//! [`CoordinatorDriver`] runs one job's sans-IO
+//! [`CheckpointCoordinator`](weir_checkpoint::CheckpointCoordinator) on
+//! tokio. It owns the job directory for the run (an exclusive lease that
+//! also reserves checkpoint ids, so they never repeat), recovers it for the
+//! state the run starts from, and follows one lineage (what a restore of the
+//! latest state resumes from). A timer triggers checkpoints; an HTTP server
+//! (loopback unless told otherwise, every request checked against the job's
+//! secret token before anything else) takes subtasks' acks and declines,
+//! settles which state host owns each subtask, and serves statistics;
+//! everything the job's owner must act on arrives as typed [`DriverEvent`]s.
 //!
 //! ```
 //! use std::time::Duration;
-//! use weir_checkpoint::coordinator::{CheckpointConfig, CoordinatorOptions, Timestamp};
-//! use weir_checkpoint::{CheckpointStorage, StorageLocation, StorageOptions};
-//! use weir_coordinator::{CoordinatorDriver, JobToken, ServerOptions, StorageSink};
-//! use weir_types::{CheckpointId, JobId};
+//! use weir_checkpoint::coordinator::CheckpointConfig;
+//! use weir_coordinator::{CoordinatorDriver, DriverOptions, JobToken, ServerOptions};
+//! use weir_types::JobId;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
-//! let location = StorageLocation::parse(&dir.path().display().to_string(), &StorageOptions::default())?;
-//! let job = JobId::new("orders")?;
-//! let sink = StorageSink::new(CheckpointStorage::filesystem(&location, job.clone())?, None);
-//! let options = CoordinatorOptions {
-//!     job_id: job,
-//!     config: CheckpointConfig::new(Duration::from_secs(60)),
-//!     operators: Vec::new(),
-//!     first_checkpoint_id: CheckpointId(1),
-//!     started_at: Timestamp(0),
-//!     history: 10,
-//!     retention: None,
-//! };
-//! let (driver, _events) =
-//!     CoordinatorDriver::start(options, sink, ServerOptions::new(JobToken::new("s3cret")?)).await?;
+//! let options = DriverOptions::new(
+//!     JobId::new("orders")?,
+//!     CheckpointConfig::new(Duration::from_secs(60)),
+//!     dir.path().display().to_string(),
+//! );
+//! let driver = CoordinatorDriver::start(options, ServerOptions::new(JobToken::new("s3cret")?)).await?;
 //! assert!(driver.local_addr().ip().is_loopback());
-//! driver.shutdown().await;
+//! assert_eq!(driver.generation(), 1);
+//! driver.shutdown(false).await?;
 //! # Ok(())
 //! # }
 //! ```
 
+mod client;
 mod clock;
 mod driver;
 mod error;
+mod events;
 mod http;
-mod sink;
+mod lease;
+mod options;
+mod owners;
+mod server;
+mod store;
 mod token;
 
-pub use driver::{CoordinatorDriver, DEFAULT_MAX_BODY_BYTES, DriverEvent, ServerOptions};
+pub use client::{claim_owner, post_json};
+pub use driver::CoordinatorDriver;
 pub use error::{DriverError, Result};
+pub use events::DriverEvent;
 pub use http::OutcomeBody;
-pub use sink::{MetadataSink, SinkError, StorageSink};
+pub use options::{DEFAULT_HISTORY, DEFAULT_MAX_BODY_BYTES, DriverOptions, ServerOptions};
+pub use owners::{ClaimOutcome, OwnerAnswer, OwnerClaim, OwnerRegistry};
 pub use token::JobToken;

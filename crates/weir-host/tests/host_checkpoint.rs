@@ -8,15 +8,12 @@ use std::time::Duration;
 
 use host_support::{Host, TOKEN, decoded, ints, keys, owned_ids, spec};
 use tokio::runtime::Runtime;
-use tokio::sync::mpsc;
-use weir_checkpoint::coordinator::{
-    CheckpointConfig, CoordinatorEffect, CoordinatorOptions, EpochCut, Timestamp,
-};
+use weir_checkpoint::coordinator::{CheckpointConfig, EpochCut};
 use weir_checkpoint::{
     CheckpointStorage, JobOperator, OperatorRestore, OperatorStateMeta, RestorePlan,
     StorageLocation, StorageOptions,
 };
-use weir_coordinator::{CoordinatorDriver, DriverEvent, JobToken, ServerOptions, StorageSink};
+use weir_coordinator::{CoordinatorDriver, DriverEvent, DriverOptions, JobToken, ServerOptions};
 use weir_host::client::{HostClient, RemoteSession};
 use weir_host::protocol::{AckTarget, BarrierRequest, Expectation, RestoreRequest, StorageRef};
 use weir_host::{BackendSpec, HostError, SubtaskSession};
@@ -33,8 +30,7 @@ fn count() -> StateDescriptor {
 }
 
 struct Job {
-    driver: CoordinatorDriver<StorageSink>,
-    events: mpsc::UnboundedReceiver<DriverEvent>,
+    driver: CoordinatorDriver,
     storage: CheckpointStorage,
     _dir: tempfile::TempDir,
 }
@@ -50,49 +46,41 @@ fn start_coordinator(runtime: &Runtime) -> Job {
     let storage = CheckpointStorage::filesystem(&location, job.clone()).expect("storage");
     let mut config = CheckpointConfig::new(Duration::from_millis(20));
     config.timeout = Duration::from_secs(300);
-    let options = CoordinatorOptions {
-        job_id: job,
-        config,
-        operators: vec![OperatorStateMeta {
-            uid: OperatorUid::new("avg").expect("valid"),
-            parallelism: 2,
-            max_parallelism: MaxParallelism::new(128).expect("valid"),
-            key_types: Some(vec![ValueType::Int64]),
-            states: vec![count()],
-            subtasks: Vec::new(),
-        }],
-        first_checkpoint_id: CheckpointId(1),
-        started_at: Timestamp(0),
-        history: 10,
-        retention: None,
-    };
+    let mut options = DriverOptions::new(job, config, dir.path().display().to_string());
+    options.operators = vec![OperatorStateMeta {
+        uid: OperatorUid::new("avg").expect("valid"),
+        parallelism: 2,
+        max_parallelism: MaxParallelism::new(128).expect("valid"),
+        key_types: Some(vec![ValueType::Int64]),
+        states: vec![count()],
+        subtasks: Vec::new(),
+    }];
     let server = ServerOptions::new(JobToken::new(COORDINATOR_TOKEN).expect("non-empty"));
-    let sink = StorageSink::new(storage.clone(), None);
-    let (driver, events) = runtime
-        .block_on(CoordinatorDriver::start(options, sink, server))
+    let driver = runtime
+        .block_on(CoordinatorDriver::start(options, server))
         .expect("starts");
     Job {
         driver,
-        events,
         storage,
         _dir: dir,
     }
 }
 
-fn next_effect<T>(
+/// The first event `pick` accepts; earlier ones are skipped.
+fn next_event<T>(
     runtime: &Runtime,
-    events: &mut mpsc::UnboundedReceiver<DriverEvent>,
-    mut pick: impl FnMut(&CoordinatorEffect) -> Option<T>,
+    driver: &CoordinatorDriver,
+    mut pick: impl FnMut(&DriverEvent) -> Option<T>,
 ) -> T {
     let wait = async {
         loop {
-            match events.recv().await.expect("driver running") {
-                DriverEvent::Coordinator(effect) => {
-                    if let Some(found) = pick(&effect) {
-                        return found;
-                    }
+            for event in driver.poll_events(Duration::from_millis(200)).await {
+                if let DriverEvent::CleanupFailed { message } = &event {
+                    panic!("cleanup failed: {message}");
                 }
-                DriverEvent::CleanupFailed { message } => panic!("cleanup failed: {message}"),
+                if let Some(found) = pick(&event) {
+                    return found;
+                }
             }
         }
     };
@@ -124,7 +112,7 @@ fn run_epochs(session: &mut RemoteSession, state: StateId, ids: &[i64], bump: i6
 #[test]
 fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
     let runtime = Runtime::new().expect("runtime");
-    let mut job = start_coordinator(&runtime);
+    let job = start_coordinator(&runtime);
     let host = Host::start();
     let backends = [BackendSpec::Heap, BackendSpec::RocksDb];
     let ids: Vec<Vec<i64>> = (0..2).map(|s| owned_ids(s, 2, 300)).collect();
@@ -156,22 +144,33 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
         states.push(state);
     }
 
-    let id = next_effect(&runtime, &mut job.events, |e| match e {
-        CoordinatorEffect::Triggered { id, .. } => Some(*id),
+    let id = next_event(&runtime, &job.driver, |e| match e {
+        DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
         _ => None,
     });
-    runtime.block_on(job.driver.epoch_final(EpochCut {
-        epoch: Epoch(3),
-        ..EpochCut::default()
-    }));
-    let cut = next_effect(&runtime, &mut job.events, |e| match e {
-        CoordinatorEffect::InjectBarrier { id: got, cut, .. } if *got == id => Some(*cut),
+    runtime
+        .block_on(job.driver.epoch_final(EpochCut {
+            epoch: Epoch(3),
+            ..EpochCut::default()
+        }))
+        .expect("running");
+    let (cut, storage) = next_event(&runtime, &job.driver, |e| match e {
+        DriverEvent::BarrierInjected {
+            id: got,
+            cut,
+            storage,
+            ..
+        } if *got == id => Some((*cut, storage.clone())),
         _ => None,
     });
     assert_eq!(cut, Epoch(3));
 
     // The first task of each subtask after the cut carries the barrier.
     let job_dir = job.storage.job_dir().url().to_owned();
+    assert_eq!(
+        storage, job_dir,
+        "a checkpoint uploads into the job directory"
+    );
     let barrier = BarrierRequest {
         checkpoint: id,
         cut,
@@ -212,8 +211,8 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
         session.commit(Epoch(4), Attempt(0)).expect("commits");
     }
 
-    let completed = next_effect(&runtime, &mut job.events, |e| match e {
-        CoordinatorEffect::NotifyComplete { id: got, cut, .. } if *got == id => Some(*cut),
+    let completed = next_event(&runtime, &job.driver, |e| match e {
+        DriverEvent::CheckpointCompleted { id: got, cut, .. } if *got == id => Some(*cut),
         _ => None,
     });
     assert_eq!(completed, cut);
@@ -307,7 +306,9 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             "parallelism {parallelism}"
         );
     }
-    runtime.block_on(job.driver.shutdown());
+    runtime
+        .block_on(job.driver.shutdown(false))
+        .expect("shuts down");
 }
 
 /// Epoch 3 again: the same writes as the first attempt plus operator state.
@@ -392,19 +393,21 @@ fn one_epoch(host: &Host) -> RemoteSession {
 #[test]
 fn a_failed_upload_is_declined_and_the_coordinator_aborts_the_checkpoint() {
     let runtime = Runtime::new().expect("runtime");
-    let mut job = start_coordinator(&runtime);
+    let job = start_coordinator(&runtime);
     let host = Host::start();
     let mut session = one_epoch(&host);
-    let id = next_effect(&runtime, &mut job.events, |e| match e {
-        CoordinatorEffect::Triggered { id, .. } => Some(*id),
+    let id = next_event(&runtime, &job.driver, |e| match e {
+        DriverEvent::CheckpointTriggered { id, .. } => Some(*id),
         _ => None,
     });
-    runtime.block_on(job.driver.epoch_final(EpochCut {
-        epoch: Epoch(1),
-        ..EpochCut::default()
-    }));
-    next_effect(&runtime, &mut job.events, |e| match e {
-        CoordinatorEffect::InjectBarrier { id: got, .. } if *got == id => Some(()),
+    runtime
+        .block_on(job.driver.epoch_final(EpochCut {
+            epoch: Epoch(1),
+            ..EpochCut::default()
+        }))
+        .expect("running");
+    next_event(&runtime, &job.driver, |e| match e {
+        DriverEvent::BarrierInjected { id: got, .. } if *got == id => Some(()),
         _ => None,
     });
     // A file where the checkpoint's directory must go makes the upload fail.
@@ -423,8 +426,8 @@ fn a_failed_upload_is_declined_and_the_coordinator_aborts_the_checkpoint() {
         })
         .expect("the synchronous part succeeds");
     assert!(reply.started);
-    let message = next_effect(&runtime, &mut job.events, |e| match e {
-        CoordinatorEffect::Aborted {
+    let message = next_event(&runtime, &job.driver, |e| match e {
+        DriverEvent::CheckpointAborted {
             id: got,
             reason: weir_checkpoint::coordinator::AbortReason::Declined { message, .. },
             ..
@@ -438,7 +441,9 @@ fn a_failed_upload_is_declined_and_the_coordinator_aborts_the_checkpoint() {
         (0, 1),
         "{status:?}"
     );
-    runtime.block_on(job.driver.shutdown());
+    runtime
+        .block_on(job.driver.shutdown(false))
+        .expect("shuts down");
 }
 
 #[test]
@@ -470,5 +475,7 @@ fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
         !failure.contains("not-the-coordinator-token"),
         "no secrets in status"
     );
-    runtime.block_on(job.driver.shutdown());
+    runtime
+        .block_on(job.driver.shutdown(false))
+        .expect("shuts down");
 }

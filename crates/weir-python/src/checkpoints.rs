@@ -1,7 +1,8 @@
 //! Reading completed checkpoints and savepoints for a restore: the driver
-//! finds the one to restore, reads its `_metadata` (a [`PyCheckpoint`] view),
+//! reads the `_metadata` of the one to restore (a [`PyCheckpoint`] view),
 //! checks that the job can take its state before any task starts, and plans
 //! each subtask's restore (a [`PyRestoreTicket`] its task hands to the host).
+//! Finding the latest one is `coordinator.rs`'s `latest_checkpoint`.
 
 use std::collections::BTreeMap;
 
@@ -9,16 +10,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
-    CheckpointMetadata, CheckpointStorage, JobOperator, ResolvedSnapshot, RestorePlan,
-    StorageLocation, StorageOptions, layout,
+    CheckpointMetadata, JobOperator, ResolvedSnapshot, RestorePlan, StorageLocation,
+    StorageOptions,
 };
 use weir_host::RestoreTicket;
-use weir_types::{JobId, MaxParallelism, OperatorUid};
+use weir_types::{MaxParallelism, OperatorUid};
 
 use crate::errors::PyWeirError;
 use crate::types::{from_bytes, reduce};
 
-fn runtime() -> Result<Runtime, PyWeirError> {
+/// A runtime for one blocking storage call.
+pub(crate) fn runtime() -> Result<Runtime, PyWeirError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -28,31 +30,6 @@ fn runtime() -> Result<Runtime, PyWeirError> {
 fn resolve(path: &str) -> Result<ResolvedSnapshot, PyWeirError> {
     let location = StorageLocation::parse(path, &StorageOptions::default())?;
     Ok(runtime()?.block_on(ResolvedSnapshot::open(&location))?)
-}
-
-/// The URL of the newest completed checkpoint of job `job_id` under
-/// `checkpoint_dir`, or `None` when the job has none.
-#[pyfunction]
-pub(crate) fn latest_checkpoint(
-    py: Python<'_>,
-    checkpoint_dir: &str,
-    job_id: &str,
-) -> PyResult<Option<String>> {
-    let location = StorageLocation::parse(checkpoint_dir, &StorageOptions::default())
-        .map_err(PyWeirError::from)?;
-    let job = JobId::new(job_id).map_err(PyWeirError::from)?;
-    py.detach(|| {
-        let storage = CheckpointStorage::filesystem(&location, job)?;
-        let latest = runtime()?.block_on(storage.latest_completed())?;
-        Ok::<_, PyWeirError>(latest.map(|metadata| {
-            format!(
-                "{}/{}",
-                storage.job_dir().url().trim_end_matches('/'),
-                layout::checkpoint_dir(metadata.checkpoint_id)
-            )
-        }))
-    })
-    .map_err(PyErr::from)
 }
 
 /// What a completed checkpoint or savepoint holds, as its `_metadata` says.

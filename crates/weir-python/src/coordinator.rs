@@ -1,49 +1,34 @@
-//! `weir._internal.Coordinator`: the checkpoint coordinator of a job, run by
-//! the PySpark driver on its own tokio runtime.
+//! `weir._internal.Coordinator`: the checkpoint coordinator of a job run,
+//! driven by the PySpark driver on its own tokio runtime; plus the two
+//! functions around it: where a job's latest state is, and a task's claim
+//! on its subtask's state owner.
 //!
-//! Glue only: arguments become a `CoordinatorOptions`, `weir_coordinator`
-//! does the work, and its events come back as plain dicts that
-//! `weir.spark` acts on.
+//! Glue only: arguments become `DriverOptions`, `weir_coordinator` does the
+//! work, its events come back as the classes in `events.rs`.
 
-use std::num::NonZeroUsize;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use tokio::runtime::Runtime;
-use tokio::sync::mpsc::UnboundedReceiver;
-use weir_checkpoint::coordinator::{
-    AbortReason, CheckpointConfig, CheckpointingMode, CoordinatorEffect, CoordinatorOptions,
-    EpochCut, Timestamp,
-};
+use weir_checkpoint::coordinator::EpochCut;
 use weir_checkpoint::{CheckpointStorage, OperatorStateMeta, StorageLocation, StorageOptions};
-use weir_coordinator::{CoordinatorDriver, DriverEvent, JobToken, ServerOptions, StorageSink};
-use weir_types::{CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid};
+use weir_coordinator::{CoordinatorDriver, DriverOptions, JobToken, OwnerClaim, ServerOptions};
+use weir_types::{Epoch, JobId, MaxParallelism, OperatorUid, SubtaskIndex};
 
+use crate::checkpoints::runtime;
+use crate::config::PyCheckpointConfig;
 use crate::errors::PyWeirError;
+use crate::events;
 
-/// Statistics kept for the history served over HTTP and returned by `stats()`.
-const HISTORY: usize = 64;
-
-/// A running checkpoint coordinator: its HTTP server takes the state hosts'
-/// acks (Bearer token), its timer triggers checkpoints, and completed
-/// checkpoints are written to storage. Events arrive through `poll_events`.
-#[pyclass(module = "weir._internal", name = "Coordinator")]
+/// A running checkpoint coordinator that owns its job directory (a lease)
+/// until shut down: its HTTP server takes the state hosts' acks and owner
+/// claims (Bearer token), its timer triggers checkpoints, completed ones
+/// are written to storage, and events arrive through `poll_events`.
+#[pyclass(module = "weir._internal", name = "Coordinator", frozen)]
 pub struct PyCoordinator {
     runtime: Runtime,
-    driver: Option<CoordinatorDriver<StorageSink>>,
-    events: UnboundedReceiver<DriverEvent>,
-    address: String,
-}
-
-fn parse_mode(mode: &str) -> Result<CheckpointingMode, PyWeirError> {
-    match mode {
-        "exactly_once" => Ok(CheckpointingMode::ExactlyOnce),
-        "at_least_once" => Ok(CheckpointingMode::AtLeastOnce),
-        other => Err(PyWeirError::InvalidArgument(format!(
-            "checkpointing mode {other:?} is unknown: use \"exactly_once\" or \"at_least_once\""
-        ))),
-    }
+    driver: CoordinatorDriver,
 }
 
 fn operator_meta(
@@ -59,60 +44,47 @@ fn operator_meta(
     })
 }
 
+fn storage_options(options: Option<HashMap<String, String>>) -> StorageOptions {
+    StorageOptions {
+        settings: options.unwrap_or_default().into_iter().collect(),
+    }
+}
+
 #[pymethods]
 impl PyCoordinator {
-    /// Starts a coordinator for job `job_id` storing under `checkpoint_dir`
-    /// (path or URL); `operators` lists each stateful operator as
-    /// `(uid, parallelism, max_parallelism)`, every subtask of which must ack.
-    /// Checkpoint ids continue after the newest one in storage, and start at
-    /// `min_checkpoint_id` at least (one past a restored savepoint's id).
+    /// Starts the run of job `job_id` under `checkpoint_dir` from `restored`
+    /// (a checkpoint or savepoint path; `None` starts empty).
     #[new]
     #[pyo3(signature = (
-        checkpoint_dir, job_id, token, operators, *, interval_ms, mode = "exactly_once",
-        timeout_ms = 600_000, min_pause_ms = 0, max_concurrent = 1, tolerable_failures = 0,
-        retained = 1, savepoint_dir = None, min_checkpoint_id = 1
+        checkpoint_dir, job_id, token, operators, config, *, savepoint_dir = None,
+        storage_options = None, bind = "127.0.0.1", advertise = None, restored = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        checkpoint_dir: &str,
+        checkpoint_dir: String,
         job_id: &str,
         token: &str,
         operators: Vec<(String, u32, u32)>,
-        interval_ms: u64,
-        mode: &str,
-        timeout_ms: u64,
-        min_pause_ms: u64,
-        max_concurrent: u32,
-        tolerable_failures: u32,
-        retained: u32,
-        savepoint_dir: Option<&str>,
-        min_checkpoint_id: u64,
+        config: PyRef<'_, PyCheckpointConfig>,
+        savepoint_dir: Option<String>,
+        storage_options: Option<HashMap<String, String>>,
+        bind: &str,
+        advertise: Option<String>,
+        restored: Option<String>,
     ) -> PyResult<Self> {
-        let options = StorageOptions::default();
-        let job = JobId::new(job_id).map_err(PyWeirError::from)?;
-        let location =
-            StorageLocation::parse(checkpoint_dir, &options).map_err(PyWeirError::from)?;
-        let savepoints = savepoint_dir
-            .map(|dir| StorageLocation::parse(dir, &options))
-            .transpose()
-            .map_err(PyWeirError::from)?;
-        let config = CheckpointConfig {
-            interval: Duration::from_millis(interval_ms),
-            mode: parse_mode(mode)?,
-            timeout: Duration::from_millis(timeout_ms),
-            min_pause: Duration::from_millis(min_pause_ms),
-            max_concurrent,
-            tolerable_failures,
-            retained,
-            ..CheckpointConfig::new(Duration::from_millis(interval_ms))
-        }
-        .validate()
-        .map_err(|e| PyWeirError::InvalidArgument(e.to_string()))?;
-        let operators = operators
+        let mut options = DriverOptions::new(
+            JobId::new(job_id).map_err(PyWeirError::from)?,
+            config.inner.clone(),
+            checkpoint_dir,
+        );
+        options.operators = operators
             .into_iter()
             .map(operator_meta)
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<_, _>>()?;
+        options.savepoint_dir = savepoint_dir;
+        options.storage_options = self::storage_options(storage_options);
+        options.restored = restored;
         let token = JobToken::new(token).map_err(PyWeirError::from)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -120,128 +92,129 @@ impl PyCoordinator {
             .enable_all()
             .build()
             .map_err(|e| PyWeirError::Io(format!("cannot start the coordinator runtime: {e}")))?;
-        let (driver, events) = py.detach(|| {
+        let driver = py.detach(|| {
             runtime.block_on(async {
-                let storage = CheckpointStorage::filesystem(&location, job.clone())?;
-                let first = storage
-                    .checkpoint_dirs()
-                    .await?
-                    .into_iter()
-                    .max()
-                    .map_or(CheckpointId(1), |id| CheckpointId(id.0 + 1))
-                    .max(CheckpointId(min_checkpoint_id));
-                let keep = NonZeroUsize::new(retained as usize).unwrap_or(NonZeroUsize::MIN);
-                let retention = storage.recover_retention(keep).await?;
-                let options = CoordinatorOptions {
-                    job_id: job,
-                    config,
-                    operators,
-                    first_checkpoint_id: first,
-                    started_at: Timestamp(0),
-                    history: HISTORY,
-                    retention: Some(retention),
-                };
-                let sink = StorageSink::new(storage, savepoints);
-                let started =
-                    CoordinatorDriver::start(options, sink, ServerOptions::new(token)).await?;
-                Ok::<_, PyWeirError>(started)
+                let mut server = ServerOptions::new(token).bind_to(bind, 0).await?;
+                server.advertise = advertise;
+                CoordinatorDriver::start(options, server).await
             })
-        })?;
-        let address = format!("http://{}", driver.local_addr());
-        Ok(Self {
-            runtime,
-            driver: Some(driver),
-            events,
-            address,
-        })
+        });
+        let driver = driver.map_err(PyWeirError::from)?;
+        Ok(Self { runtime, driver })
     }
 
-    /// The base URL of the coordinator's HTTP server (`POST /ack`, `GET /checkpoints`).
+    /// The base URL executors send acks and owner claims to.
     #[getter]
     fn address(&self) -> &str {
-        &self.address
+        self.driver.address()
+    }
+
+    /// The current generation: 1, and one more per restart.
+    #[getter]
+    fn generation(&self) -> u64 {
+        self.driver.generation()
+    }
+
+    /// Fails over to `restored`; returns the new generation.
+    #[pyo3(signature = (restored))]
+    fn restart(&self, py: Python<'_>, restored: Option<&str>) -> PyResult<u64> {
+        let generation = py.detach(|| self.runtime.block_on(self.driver.restart(restored)));
+        Ok(generation.map_err(PyWeirError::from)?)
     }
 
     /// Epoch `epoch` succeeded; `sources` and `sinks` (JSON objects keyed by
-    /// uid) are the positions after it and the unpublished sink output. A
-    /// triggered checkpoint takes it as its cut.
+    /// uid) are the positions after it and the unpublished sink output.
     fn epoch_final(&self, py: Python<'_>, epoch: u64, sources: &str, sinks: &str) -> PyResult<()> {
         let cut = EpochCut {
             epoch: Epoch(epoch),
             sources: serde_json::from_str(sources).map_err(|e| json_error("sources", e))?,
             sinks: serde_json::from_str(sinks).map_err(|e| json_error("sinks", e))?,
         };
-        let driver = self.driver()?;
-        py.detach(|| self.runtime.block_on(driver.epoch_final(cut)));
-        Ok(())
+        let done = py.detach(|| self.runtime.block_on(self.driver.epoch_final(cut)));
+        Ok(done.map_err(PyWeirError::from)?)
     }
 
-    /// Triggers a savepoint now; returns its id. It is written to the
-    /// savepoint directory once every subtask acked.
-    fn trigger_savepoint(&self, py: Python<'_>) -> PyResult<u64> {
-        let driver = self.driver()?;
-        let id = py
-            .detach(|| self.runtime.block_on(driver.trigger_savepoint()))
-            .map_err(PyWeirError::from)?;
-        Ok(id.0)
+    /// Triggers a savepoint into a fresh directory under `directory` (or the
+    /// savepoint directory); returns its id.
+    #[pyo3(signature = (directory = None, *, stop = false))]
+    fn trigger_savepoint(
+        &self,
+        py: Python<'_>,
+        directory: Option<&str>,
+        stop: bool,
+    ) -> PyResult<u64> {
+        let id = py.detach(|| {
+            self.runtime
+                .block_on(self.driver.trigger_savepoint(directory, stop))
+        });
+        Ok(id.map_err(PyWeirError::from)?.0)
     }
 
-    /// Events since the last call, oldest first, each a dict with a `"type"`
-    /// key: triggered, inject_barrier, complete, subsumed, aborted, fail_job,
-    /// cleanup_failed. Waits up to `timeout_s` for the first one.
+    /// Events since the last call, oldest first; waits up to `timeout_s`
+    /// for the first.
     #[pyo3(signature = (timeout_s = 0.0))]
     fn poll_events<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         timeout_s: f64,
-    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let mut events = Vec::new();
-        if timeout_s > 0.0 {
-            let wait = Duration::from_secs_f64(timeout_s);
-            let (runtime, receiver) = (&self.runtime, &mut self.events);
-            let first = py.detach(|| {
-                runtime.block_on(async { tokio::time::timeout(wait, receiver.recv()).await })
-            });
-            if let Ok(Some(event)) = first {
-                events.push(event);
-            }
-        }
-        while let Ok(event) = self.events.try_recv() {
-            events.push(event);
-        }
-        events.into_iter().map(|e| event_dict(py, e)).collect()
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let wait = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
+            PyWeirError::InvalidArgument(format!(
+                "timeout_s must be a finite number of seconds, zero or more; got {timeout_s}"
+            ))
+        })?;
+        let polled = py.detach(|| self.runtime.block_on(self.driver.poll_events(wait)));
+        polled
+            .into_iter()
+            .map(|event| events::to_python(py, event))
+            .collect()
     }
 
-    /// The checkpoint statistics (Flink's checkpoint history) as JSON.
+    /// The state owners claimed in this generation, by `(uid, subtask)`.
+    fn owners(&self) -> HashMap<(String, u32), String> {
+        self.driver
+            .owners()
+            .into_iter()
+            .map(|((uid, subtask), address)| ((uid.to_string(), subtask.0), address))
+            .collect()
+    }
+
+    /// The checkpoint statistics, as the JSON document `GET /checkpoints`
+    /// serves (Flink's checkpoint history).
     fn stats(&self, py: Python<'_>) -> PyResult<String> {
-        let driver = self.driver()?;
-        let stats = py.detach(|| self.runtime.block_on(driver.stats()));
-        serde_json::to_string(&stats).map_err(|e| json_error("stats", e).into())
+        let stats = py.detach(|| self.runtime.block_on(self.driver.stats()));
+        serde_json::to_string(&stats)
+            .map_err(|e| PyWeirError::Io(format!("cannot render statistics: {e}")).into())
     }
 
-    /// The newest completed checkpoint of this run, if any.
-    fn latest_completed(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        let driver = self.driver()?;
-        Ok(py
-            .detach(|| self.runtime.block_on(driver.latest_completed()))
-            .map(|id| id.0))
+    /// The newest completed checkpoint of this run's lineage, if any.
+    fn latest_completed(&self, py: Python<'_>) -> Option<u64> {
+        py.detach(|| self.runtime.block_on(self.driver.latest_completed()))
+            .map(|id| id.0)
     }
 
-    /// Stops the timer and the HTTP server; later calls fail. Idempotent.
-    fn shutdown(&mut self, py: Python<'_>) {
-        if let Some(driver) = self.driver.take() {
-            py.detach(|| self.runtime.block_on(driver.shutdown()));
-        }
+    /// Ends the run; idempotent.
+    #[pyo3(signature = (*, cancelled = false))]
+    fn shutdown(&self, py: Python<'_>, cancelled: bool) -> PyResult<()> {
+        let done = py.detach(|| self.runtime.block_on(self.driver.shutdown(cancelled)));
+        Ok(done.map_err(PyWeirError::from)?)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.shutdown(py, false)
     }
 }
 
-impl PyCoordinator {
-    fn driver(&self) -> Result<&CoordinatorDriver<StorageSink>, PyWeirError> {
-        self.driver.as_ref().ok_or_else(|| {
-            PyWeirError::InvalidArgument(
-                "the coordinator was shut down; start a new one for a new run".into(),
-            )
-        })
+impl Drop for PyCoordinator {
+    fn drop(&mut self) {
+        // A coordinator dropped without shutdown still releases its lease;
+        // an error here has nobody to go to.
+        let _ = self.runtime.block_on(self.driver.shutdown(false));
     }
 }
 
@@ -249,63 +222,54 @@ fn json_error(what: &str, e: serde_json::Error) -> PyWeirError {
     PyWeirError::InvalidArgument(format!("{what} must be a JSON object keyed by uid: {e}"))
 }
 
-fn abort_reason(reason: &AbortReason) -> String {
-    serde_json::to_string(reason).unwrap_or_else(|_| format!("{reason:?}"))
+/// The path of the state a restore of job `job_id`'s latest state resumes
+/// from: the head of its lineage under `checkpoint_dir`, or `None`.
+#[pyfunction]
+#[pyo3(signature = (checkpoint_dir, job_id, storage_options = None))]
+pub(crate) fn latest_checkpoint(
+    py: Python<'_>,
+    checkpoint_dir: &str,
+    job_id: &str,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Option<String>> {
+    let options = self::storage_options(storage_options);
+    let location = StorageLocation::parse(checkpoint_dir, &options).map_err(PyWeirError::from)?;
+    let job = JobId::new(job_id).map_err(PyWeirError::from)?;
+    py.detach(|| {
+        let storage = CheckpointStorage::filesystem(&location, job)?;
+        Ok::<_, PyWeirError>(
+            runtime()?.block_on(weir_checkpoint::latest_state(&storage, &options))?,
+        )
+    })
+    .map_err(PyErr::from)
 }
 
-fn event_dict(py: Python<'_>, event: DriverEvent) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    match event {
-        DriverEvent::CleanupFailed { message } => {
-            d.set_item("type", "cleanup_failed")?;
-            d.set_item("message", message)?;
-        }
-        DriverEvent::Coordinator(effect) => match effect {
-            CoordinatorEffect::Triggered { id, kind } => {
-                d.set_item("type", "triggered")?;
-                d.set_item("id", id.0)?;
-                d.set_item("kind", kind.as_str())?;
-            }
-            CoordinatorEffect::InjectBarrier { id, kind, cut } => {
-                d.set_item("type", "inject_barrier")?;
-                d.set_item("id", id.0)?;
-                d.set_item("kind", kind.as_str())?;
-                d.set_item("cut", cut.0)?;
-            }
-            CoordinatorEffect::NotifyComplete { id, kind, cut } => {
-                d.set_item("type", "complete")?;
-                d.set_item("id", id.0)?;
-                d.set_item("kind", kind.as_str())?;
-                d.set_item("cut", cut.0)?;
-            }
-            CoordinatorEffect::Subsume(decision) => {
-                d.set_item("type", "subsumed")?;
-                d.set_item(
-                    "ids",
-                    decision.discard.iter().map(|c| c.0).collect::<Vec<_>>(),
-                )?;
-            }
-            CoordinatorEffect::Aborted { id, kind, reason } => {
-                d.set_item("type", "aborted")?;
-                d.set_item("id", id.0)?;
-                d.set_item("kind", kind.as_str())?;
-                d.set_item("reason", abort_reason(&reason))?;
-            }
-            CoordinatorEffect::FailJob {
-                consecutive_failures,
-                reason,
-                latest_completed,
-            } => {
-                d.set_item("type", "fail_job")?;
-                d.set_item("consecutive_failures", consecutive_failures)?;
-                d.set_item("reason", abort_reason(&reason))?;
-                d.set_item("latest_completed", latest_completed.map(|id| id.0))?;
-            }
-            CoordinatorEffect::WriteMetadata(_) => {
-                // The driver writes metadata itself and never forwards this.
-                d.set_item("type", "write_metadata")?;
-            }
-        },
-    }
-    Ok(d)
+/// Claims subtask `subtask` of `uid` for the state host at `address` in
+/// `generation`; returns the owner's address (`address` if the claim won).
+#[pyfunction]
+pub(crate) fn claim_owner(
+    py: Python<'_>,
+    coordinator_url: &str,
+    token: &str,
+    generation: u64,
+    uid: &str,
+    subtask: u32,
+    address: String,
+) -> PyResult<String> {
+    let claim = OwnerClaim {
+        generation,
+        uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
+        subtask: SubtaskIndex(subtask),
+        address,
+    };
+    let token = JobToken::new(token).map_err(PyWeirError::from)?;
+    py.detach(|| {
+        let answer = runtime()?.block_on(weir_coordinator::claim_owner(
+            coordinator_url,
+            &token,
+            &claim,
+        ))?;
+        Ok::<_, PyWeirError>(answer.owner)
+    })
+    .map_err(PyErr::from)
 }

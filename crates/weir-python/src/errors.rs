@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 use weir_checkpoint::CheckpointError as CoreCheckpointError;
+use weir_checkpoint::coordinator::CoordinatorError;
 use weir_coordinator::DriverError;
 use weir_host::{HostError, RemoteErrorKind};
 use weir_state::StateError as CoreStateError;
@@ -133,6 +134,9 @@ pub(crate) enum PyWeirError {
     /// The checkpoint coordinator could not start or act.
     #[error(transparent)]
     Coordinator(#[from] DriverError),
+    /// Checkpoint options the coordinator refuses; the message says the fix.
+    #[error(transparent)]
+    CheckpointConfig(#[from] CoordinatorError),
     /// An argument the core cannot take; the message says the fix.
     #[error("{0}")]
     InvalidArgument(String),
@@ -158,7 +162,9 @@ impl From<PyWeirError> for PyErr {
             | PyWeirError::ColumnValue { .. }
             | PyWeirError::InvalidArgument(_) => invalid_argument(message),
             PyWeirError::Checkpoint(err) => checkpoint_error(&err, message),
-            PyWeirError::Coordinator(_) | PyWeirError::Io(_) => CheckpointError::new_err(message),
+            PyWeirError::Coordinator(err) => driver_error(&err, message),
+            PyWeirError::CheckpointConfig(err) => coordinator_error(&err, message),
+            PyWeirError::Io(_) => CheckpointError::new_err(message),
             PyWeirError::Host(err) => host_error(err, message),
             PyWeirError::Python(err) => err,
         }
@@ -245,6 +251,29 @@ fn checkpoint_error(err: &CoreCheckpointError, message: String) -> PyErr {
         CoreCheckpointError::InvalidUrl { .. }
         | CoreCheckpointError::UnknownStorageOption { .. } => invalid_argument(message),
         _ => CheckpointError::new_err(message),
+    }
+}
+
+fn driver_error(err: &DriverError, message: String) -> PyErr {
+    match err {
+        DriverError::Storage(err) => checkpoint_error(err, message),
+        DriverError::Coordinator(err) => coordinator_error(err, message),
+        DriverError::EmptyToken
+        | DriverError::Resolve { .. }
+        | DriverError::NothingToAdvertise { .. }
+        | DriverError::NoSavepointDir { .. } => invalid_argument(message),
+        _ => CheckpointError::new_err(message),
+    }
+}
+
+/// A configuration the coordinator refuses is a bad argument; a refusal
+/// of a running coordinator (failed job, restarting) is a checkpoint error.
+fn coordinator_error(err: &CoordinatorError, message: String) -> PyErr {
+    match err {
+        CoordinatorError::JobFailed
+        | CoordinatorError::Restarting
+        | CoordinatorError::IdsExhausted { .. } => CheckpointError::new_err(message),
+        _ => invalid_argument(message),
     }
 }
 

@@ -5,8 +5,10 @@
 //! This file only registers. Users import the typed wrappers in `python/weir`.
 
 mod checkpoints;
+mod config;
 mod coordinator;
 mod errors;
+mod events;
 mod host;
 mod key_groups;
 mod local;
@@ -37,8 +39,11 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<SavepointFormatError>(),
     )?;
     m.add(INVALID_ARGUMENT_ERROR, errors::invalid_argument_error(py)?)?;
+    m.add_class::<config::PyCheckpointConfig>()?;
     m.add_class::<coordinator::PyCoordinator>()?;
-    m.add_function(wrap_pyfunction!(checkpoints::latest_checkpoint, m)?)?;
+    events::register(m)?;
+    m.add_function(wrap_pyfunction!(coordinator::latest_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(coordinator::claim_owner, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::restore_tickets, m)?)?;

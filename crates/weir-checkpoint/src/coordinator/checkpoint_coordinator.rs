@@ -34,15 +34,18 @@ pub struct CoordinatorOptions {
     /// The job's stateful operators (their `subtasks` are ignored): every
     /// subtask `0..parallelism` of each must ack a checkpoint.
     pub operators: Vec<OperatorStateMeta>,
-    /// The id of the first checkpoint of this run: one past the newest
-    /// checkpoint or savepoint the job has, so ids never repeat.
+    /// The id of the first checkpoint of this run: the first id of the
+    /// job directory's lease reservation, so ids never repeat.
     pub first_checkpoint_id: CheckpointId,
+    /// The last id the run may use until [`CheckpointCoordinator::on_ids_reserved`]
+    /// reports more; no checkpoint starts beyond it.
+    pub reserved_until: CheckpointId,
     /// When the run starts; the first checkpoint is due one interval later.
     pub started_at: Timestamp,
     /// Checkpoints kept in the statistics history.
     pub history: usize,
     /// The completed checkpoints a restarted job found in storage, from
-    /// `Retention::rebuild` with the same number retained as `config`;
+    /// `JobTimeline::recover` with the same number retained as `config`;
     /// `None` for a job without any.
     pub retention: Option<Retention>,
 }
@@ -55,6 +58,7 @@ pub struct CheckpointCoordinator {
     operators: Vec<OperatorStateMeta>,
     policy: TriggerPolicy,
     next_id: CheckpointId,
+    reserved_until: CheckpointId,
     pending: BTreeMap<CheckpointId, PendingCheckpoint>,
     retention: Retention,
     /// Shared files released while other checkpoints were in flight; one of
@@ -67,6 +71,13 @@ pub struct CheckpointCoordinator {
     last_notified: Option<CheckpointId>,
     stats: CheckpointStatsHistory,
     job_failed: bool,
+    /// Restarting: nothing starts until [`CheckpointCoordinator::resume`].
+    suspended: bool,
+    /// A savepoint that stops the job is in flight: no periodic checkpoint
+    /// starts meanwhile.
+    stopping: Option<CheckpointId>,
+    /// A savepoint stopped the job: no periodic checkpoint starts any more.
+    stopped: bool,
 }
 
 impl CheckpointCoordinator {
@@ -103,6 +114,7 @@ impl CheckpointCoordinator {
             config,
             operators: options.operators,
             next_id: options.first_checkpoint_id,
+            reserved_until: options.reserved_until,
             pending: BTreeMap::new(),
             last_trigger: None,
             last_end: None,
@@ -110,6 +122,9 @@ impl CheckpointCoordinator {
             last_notified: None,
             stats: CheckpointStatsHistory::new(options.history),
             job_failed: false,
+            suspended: false,
+            stopping: None,
+            stopped: false,
         })
     }
 
@@ -123,7 +138,7 @@ impl CheckpointCoordinator {
         &self.stats
     }
 
-    /// The newest retained completed checkpoint: the one a restore picks (C11).
+    /// The newest retained completed checkpoint: the one a restore picks.
     pub fn latest_completed(&self) -> Option<CheckpointId> {
         self.retention.latest()
     }
@@ -133,9 +148,58 @@ impl CheckpointCoordinator {
         &self.retention
     }
 
-    /// Whether this coordinator failed the job; it then does nothing more.
+    /// Whether this coordinator failed the job; it then does nothing more
+    /// until [`resume`](Self::resume)d after a restart.
     pub fn is_job_failed(&self) -> bool {
         self.job_failed
+    }
+
+    /// The id the next checkpoint or savepoint takes.
+    pub fn next_id(&self) -> CheckpointId {
+        self.next_id
+    }
+
+    /// Ids reserved and not used yet.
+    pub fn ids_left(&self) -> u64 {
+        (self.reserved_until.0 + 1).saturating_sub(self.next_id.0)
+    }
+
+    /// The job directory's reservation now reaches `until`; a lower value
+    /// changes nothing. A checkpoint held back for want of ids may start.
+    pub fn on_ids_reserved(&mut self, until: CheckpointId) {
+        self.reserved_until = self.reserved_until.max(until);
+    }
+
+    /// The job restarts: every checkpoint and savepoint in flight is
+    /// dropped (recorded as failed in the statistics, not counted toward
+    /// the tolerable failures), and nothing starts until
+    /// [`resume`](Self::resume). Late acks for the dropped ones are
+    /// [`AckOutcome::Discarded`]; a `_metadata` reported stored for one of
+    /// them changes nothing.
+    pub fn suspend(&mut self, now: Timestamp) {
+        for id in std::mem::take(&mut self.pending).into_keys() {
+            self.stats.on_failed(id, now, AbortReason::Restarted);
+        }
+        // Nothing is in flight, and the restart rebuilds retention.
+        self.held_shared = SubsumeDecision::default();
+        self.suspended = true;
+    }
+
+    /// Runs again after a restart, from `retention` (rebuilt by the restart,
+    /// with the same number retained as the config): the failure count and
+    /// any failed or stopped state are cleared, the next checkpoint is due one
+    /// interval after `now`, ids continue, statistics are kept.
+    pub fn resume(&mut self, now: Timestamp, retention: Retention) {
+        self.retention = retention;
+        self.policy = TriggerPolicy::new(&self.config, now);
+        self.failures = FailureCounter::new(self.config.tolerable_failures);
+        self.last_trigger = None;
+        self.last_end = None;
+        self.last_final_epoch = None;
+        self.job_failed = false;
+        self.stopping = None;
+        self.stopped = false;
+        self.suspended = false;
     }
 
     /// When [`on_tick`](Self::on_tick) next has work, as seen at `now`: a
@@ -145,10 +209,10 @@ impl CheckpointCoordinator {
         if self.job_failed {
             return None;
         }
-        let trigger = match self.policy.decide(now, &self.trigger_facts()) {
-            TriggerDecision::TriggerNow => Some(now),
-            TriggerDecision::WaitUntil(t) => Some(t),
-            TriggerDecision::WaitForInFlight => None,
+        let trigger = match self.periodic_decision(now) {
+            Some(TriggerDecision::TriggerNow) => Some(now),
+            Some(TriggerDecision::WaitUntil(t)) => Some(t),
+            Some(TriggerDecision::WaitForInFlight) | None => None,
         };
         let expiry = self
             .pending
@@ -159,7 +223,7 @@ impl CheckpointCoordinator {
         trigger.into_iter().chain(expiry).min()
     }
 
-    /// Time passed: aborts checkpoints past their timeout (C3), then
+    /// Time passed: aborts checkpoints past their timeout, then
     /// triggers a checkpoint if the policy says so.
     pub fn on_tick(&mut self, now: Timestamp) -> Vec<CoordinatorEffect> {
         let mut effects = Vec::new();
@@ -175,25 +239,38 @@ impl CheckpointCoordinator {
         for id in expired {
             self.abort(id, now, AbortReason::Expired, &mut effects);
         }
-        if !self.job_failed
-            && self.policy.decide(now, &self.trigger_facts()) == TriggerDecision::TriggerNow
-        {
+        if self.periodic_decision(now) == Some(TriggerDecision::TriggerNow) {
             self.trigger(now, CheckpointKind::Checkpoint, &mut effects);
         }
         effects
     }
 
-    /// Starts a savepoint now, beside any checkpoint in flight (C5): no
-    /// interval, pause or concurrency limit applies to it.
+    /// Starts a savepoint now, beside any checkpoint in flight: no
+    /// interval, pause or concurrency limit applies to it. A savepoint that
+    /// `stop`s the job holds periodic checkpoints back while it runs and
+    /// for good once it completes (Flink's stop-with-savepoint); if it
+    /// fails, they go on.
     pub fn trigger_savepoint(
         &mut self,
         now: Timestamp,
+        stop: bool,
     ) -> Result<(CheckpointId, Vec<CoordinatorEffect>)> {
+        if self.suspended {
+            return Err(CoordinatorError::Restarting);
+        }
         if self.job_failed {
             return Err(CoordinatorError::JobFailed);
         }
+        if self.ids_left() == 0 {
+            return Err(CoordinatorError::IdsExhausted {
+                reserved_until: self.reserved_until,
+            });
+        }
         let mut effects = Vec::new();
         let id = self.trigger(now, CheckpointKind::Savepoint, &mut effects);
+        if stop {
+            self.stopping = Some(id);
+        }
         Ok((id, effects))
     }
 
@@ -299,6 +376,10 @@ impl CheckpointCoordinator {
         };
         let (kind, cut) = (metadata.kind, metadata.cut_epoch);
         self.stats.on_completed(id, kind, now);
+        if self.stopping == Some(id) {
+            self.stopping = None;
+            self.stopped = true;
+        }
         if kind == CheckpointKind::Checkpoint {
             self.failures.on_completed(id);
             self.last_end = Some(now);
@@ -328,7 +409,7 @@ impl CheckpointCoordinator {
     }
 
     /// Writing the `_metadata` of checkpoint `id` failed: it is aborted and
-    /// counts as a failure; the previous checkpoint stays intact (C14).
+    /// counts as a failure; the previous checkpoint stays intact.
     pub fn on_metadata_failed(
         &mut self,
         now: Timestamp,
@@ -345,6 +426,18 @@ impl CheckpointCoordinator {
             );
         }
         effects
+    }
+
+    /// The periodic trigger policy's decision, or `None` when no periodic
+    /// checkpoint may start at all (failed, restarting, stopping or stopped,
+    /// or out of reserved ids).
+    fn periodic_decision(&self, now: Timestamp) -> Option<TriggerDecision> {
+        let held_back = self.job_failed
+            || self.suspended
+            || self.stopped
+            || self.stopping.is_some()
+            || self.ids_left() == 0;
+        (!held_back).then(|| self.policy.decide(now, &self.trigger_facts()))
     }
 
     fn trigger_facts(&self) -> TriggerFacts {
@@ -424,6 +517,9 @@ impl CheckpointCoordinator {
             return;
         };
         let kind = pending.kind();
+        if self.stopping == Some(id) {
+            self.stopping = None;
+        }
         self.stats.on_failed(id, now, reason.clone());
         effects.push(CoordinatorEffect::Aborted {
             id,
@@ -510,6 +606,7 @@ mod tests {
             config,
             operators: vec![operator("avg", 2)],
             first_checkpoint_id: CheckpointId(1),
+            reserved_until: CheckpointId(1_000),
             started_at: Timestamp(0),
             history: 10,
             retention: None,
@@ -716,7 +813,7 @@ mod tests {
         assert!(c.on_tick(Timestamp(60_000)).is_empty());
         assert_eq!(c.next_wakeup(Timestamp(60_000)), None);
         assert_eq!(
-            c.trigger_savepoint(Timestamp(60_000)),
+            c.trigger_savepoint(Timestamp(60_000), false),
             Err(CoordinatorError::JobFailed)
         );
     }
@@ -822,7 +919,9 @@ mod tests {
     fn savepoints_run_beside_checkpoints_and_are_never_subsumed() {
         let mut c = coordinator_with(config());
         c.on_tick(Timestamp(1_000));
-        let (sp, effects) = c.trigger_savepoint(Timestamp(1_100)).expect("running");
+        let (sp, effects) = c
+            .trigger_savepoint(Timestamp(1_100), false)
+            .expect("running");
         assert_eq!(sp, CheckpointId(2));
         assert_eq!(
             effects,
@@ -873,7 +972,7 @@ mod tests {
     #[test]
     fn an_expired_savepoint_does_not_fail_the_job() {
         let mut c = coordinator_with(config());
-        c.trigger_savepoint(Timestamp(500)).expect("running");
+        c.trigger_savepoint(Timestamp(500), false).expect("running");
         let effects = c.on_tick(Timestamp(5_500));
         assert_eq!(aborted(&effects), [(1, AbortReason::Expired)]);
         assert!(!fails_job(&effects));
@@ -1034,12 +1133,137 @@ mod tests {
         );
     }
 
+    #[test]
+    fn checkpoints_wait_for_reserved_ids_and_savepoints_refuse_without_them() {
+        let mut c = CheckpointCoordinator::new(CoordinatorOptions {
+            first_checkpoint_id: CheckpointId(5),
+            reserved_until: CheckpointId(6),
+            ..options()
+        })
+        .expect("valid");
+        assert_eq!(c.ids_left(), 2);
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [5]);
+        let (sp, _) = c
+            .trigger_savepoint(Timestamp(1_001), false)
+            .expect("id 6 left");
+        assert_eq!(sp, CheckpointId(6));
+        assert_eq!(
+            c.trigger_savepoint(Timestamp(1_002), false)
+                .map(|(id, _)| id),
+            Err(CoordinatorError::IdsExhausted {
+                reserved_until: CheckpointId(6)
+            })
+        );
+        complete(&mut c, 5, 1, 1_100);
+        // Due now, but no id is reserved: only the savepoint's timeout wakes it.
+        assert!(c.on_tick(Timestamp(3_000)).is_empty());
+        assert_eq!(c.next_wakeup(Timestamp(3_000)), Some(Timestamp(6_001)));
+        c.on_ids_reserved(CheckpointId(4));
+        assert_eq!(c.ids_left(), 0, "a lower reservation changes nothing");
+        c.on_ids_reserved(CheckpointId(9));
+        assert_eq!(triggered(&c.on_tick(Timestamp(3_000))), [7]);
+    }
+
+    #[test]
+    fn a_restart_drops_everything_in_flight_and_resumes_with_ids_going_on() {
+        let mut cfg = config();
+        cfg.max_concurrent = 2;
+        let mut c = coordinator_with(cfg);
+        c.on_tick(Timestamp(1_000));
+        c.on_tick(Timestamp(2_000));
+        c.trigger_savepoint(Timestamp(2_100), true)
+            .expect("running");
+        c.on_epoch_final(cut(7));
+        assert_eq!(written(&ack_all(&mut c, 1, 2_200)), [1]);
+        // Checkpoint 1's metadata is being written, 2 and the savepoint wait.
+        c.suspend(Timestamp(2_300));
+        assert!(
+            c.on_tick(Timestamp(9_000)).is_empty(),
+            "nothing starts while restarting"
+        );
+        assert_eq!(c.next_wakeup(Timestamp(9_000)), None);
+        assert_eq!(
+            c.trigger_savepoint(Timestamp(9_000), false)
+                .map(|(id, _)| id),
+            Err(CoordinatorError::Restarting)
+        );
+        assert!(
+            c.on_metadata_stored(Timestamp(9_001), CheckpointId(1))
+                .is_empty(),
+            "a write that lands after the restart completes nothing"
+        );
+        assert_eq!(
+            c.on_ack(Timestamp(9_002), ack(2, 0)).0,
+            AckOutcome::Discarded
+        );
+        assert_eq!(c.stats().counts.failed, 3);
+        assert_eq!(c.latest_completed(), None);
+
+        c.resume(Timestamp(10_000), Retention::new(NonZeroUsize::MIN));
+        assert!(
+            c.on_epoch_final(cut(3)).is_empty(),
+            "epochs may restart lower"
+        );
+        assert!(c.on_tick(Timestamp(10_999)).is_empty());
+        assert_eq!(triggered(&c.on_tick(Timestamp(11_000))), [4]);
+        assert_eq!(
+            c.on_epoch_final(cut(4)),
+            [CoordinatorEffect::InjectBarrier {
+                id: CheckpointId(4),
+                kind: CheckpointKind::Checkpoint,
+                cut: Epoch(4)
+            }]
+        );
+    }
+
+    #[test]
+    fn a_failed_job_runs_again_after_a_restart() {
+        let mut c = coordinator_with(config());
+        c.on_tick(Timestamp(1_000));
+        c.on_epoch_final(cut(1));
+        let (_, effects) = c.on_decline(Timestamp(1_100), decline(1, 0));
+        assert!(fails_job(&effects));
+        assert_eq!(c.next_wakeup(Timestamp(1_100)), None);
+        c.suspend(Timestamp(1_200));
+        c.resume(Timestamp(1_200), Retention::new(NonZeroUsize::MIN));
+        assert!(!c.is_job_failed());
+        assert_eq!(triggered(&c.on_tick(Timestamp(2_200))), [2]);
+    }
+
+    #[test]
+    fn a_stop_savepoint_holds_checkpoints_back_and_ends_them_once_complete() {
+        let mut c = coordinator_with(config());
+        let (sp, _) = c.trigger_savepoint(Timestamp(500), true).expect("running");
+        assert!(
+            c.on_tick(Timestamp(1_000)).is_empty(),
+            "held back while it runs"
+        );
+        // It fails: periodic checkpoints go on.
+        let effects = c.on_tick(Timestamp(5_500));
+        assert_eq!(aborted(&effects), [(sp.0, AbortReason::Expired)]);
+        assert_eq!(triggered(&effects), [2]);
+        complete(&mut c, 2, 1, 5_600);
+        let (sp, _) = c
+            .trigger_savepoint(Timestamp(5_700), true)
+            .expect("running");
+        c.on_epoch_final(cut(2));
+        ack_all(&mut c, sp.0, 5_800);
+        let effects = c.on_metadata_stored(Timestamp(5_900), sp);
+        assert!(matches!(
+            effects[..],
+            [CoordinatorEffect::NotifyComplete { .. }]
+        ));
+        assert!(c.on_tick(Timestamp(60_000)).is_empty(), "stopped for good");
+        assert_eq!(c.next_wakeup(Timestamp(60_000)), None);
+    }
+
     fn options() -> CoordinatorOptions {
         CoordinatorOptions {
             job_id: JobId::new("job").expect("valid"),
             config: config(),
             operators: vec![operator("avg", 2)],
             first_checkpoint_id: CheckpointId(1),
+            reserved_until: CheckpointId(1_000),
             started_at: Timestamp(0),
             history: 10,
             retention: None,

@@ -1,9 +1,10 @@
 //! Checkpoint configuration: Flink's `CheckpointConfig` options and the rules
 //! that tie them together.
 //!
-//! Checkpointing is off unless a job builds one of these (C1). Validation runs
+//! Checkpointing is off unless a job builds one of these. Validation runs
 //! once, when the coordinator is created; the policy code trusts the values.
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,7 @@ use super::error::{CoordinatorError, Result};
 /// `MINIMAL_CHECKPOINT_TIME`): anything shorter is a typo, not a policy.
 pub const MIN_CHECKPOINT_TIME: Duration = Duration::from_millis(10);
 
-/// When sinks publish (C2). Micro-epoch cuts are aligned by construction, so
+/// When sinks publish. Micro-epoch cuts are aligned by construction, so
 /// the mode only decides when output becomes visible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -27,36 +28,88 @@ pub enum CheckpointingMode {
     AtLeastOnce,
 }
 
-/// What happens to retained checkpoints when the user cancels the job.
+/// What happens to the job directory's checkpoints when the user cancels
+/// the job.
 ///
-/// Checkpoints always survive a failure: recovery needs them.
+/// Checkpoints always survive a failure (recovery needs them) and a job that
+/// finishes or stops with a savepoint; savepoints are never deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExternalizedCleanup {
-    /// Delete them: checkpoints are system-owned (Flink's default).
+    /// Keep them, so the job can be resumed from its latest state later
+    /// (nothing is deleted unless asked for).
     #[default]
-    DeleteOnCancellation,
-    /// Keep them, so the job can be resumed from its last checkpoint later.
     RetainOnCancellation,
+    /// Delete every checkpoint of the job directory: checkpoints are
+    /// system-owned, so a cancelled job leaves none behind.
+    DeleteOnCancellation,
+}
+
+impl CheckpointingMode {
+    /// The mode's name: `exactly_once` or `at_least_once`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ExactlyOnce => "exactly_once",
+            Self::AtLeastOnce => "at_least_once",
+        }
+    }
+}
+
+impl FromStr for CheckpointingMode {
+    type Err = CoordinatorError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "exactly_once" => Ok(Self::ExactlyOnce),
+            "at_least_once" => Ok(Self::AtLeastOnce),
+            other => Err(CoordinatorError::UnknownMode {
+                mode: other.to_owned(),
+            }),
+        }
+    }
+}
+
+impl ExternalizedCleanup {
+    /// The policy's name: `retain_on_cancellation` or `delete_on_cancellation`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RetainOnCancellation => "retain_on_cancellation",
+            Self::DeleteOnCancellation => "delete_on_cancellation",
+        }
+    }
+}
+
+impl FromStr for ExternalizedCleanup {
+    type Err = CoordinatorError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "retain_on_cancellation" => Ok(Self::RetainOnCancellation),
+            "delete_on_cancellation" => Ok(Self::DeleteOnCancellation),
+            other => Err(CoordinatorError::UnknownCleanup {
+                cleanup: other.to_owned(),
+            }),
+        }
+    }
 }
 
 /// Flink's checkpoint options. Build with [`CheckpointConfig::new`], adjust the
 /// fields, and let the coordinator [`validate`](CheckpointConfig::validate) it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CheckpointConfig {
     /// Time between the starts of two periodic checkpoints.
     pub interval: Duration,
     /// Exactly-once (default) or at-least-once.
     pub mode: CheckpointingMode,
     /// An in-progress checkpoint or savepoint is aborted this long after its
-    /// trigger (C3). Default 10 minutes.
+    /// trigger. Default 10 minutes.
     pub timeout: Duration,
-    /// Least time from the end of one checkpoint to the start of the next
-    /// (C4); non-zero only with `max_concurrent == 1`. Default 0.
+    /// Least time from the end of one checkpoint to the start of the next;
+    /// non-zero only with `max_concurrent == 1`. Default 0.
     pub min_pause: Duration,
-    /// Checkpoints in progress at once, savepoints not counted (C5). Default 1.
+    /// Checkpoints in progress at once, savepoints not counted. Default 1.
     pub max_concurrent: u32,
-    /// Consecutive failed checkpoints tolerated before the job fails (C14).
+    /// Consecutive failed checkpoints tolerated before the job fails.
     /// Default 0: the first failure fails the job, as in Flink.
     pub tolerable_failures: u32,
     /// Completed checkpoints kept; older ones are subsumed. Default 1.
@@ -132,8 +185,34 @@ mod tests {
         assert_eq!(c.retained, 1);
         assert_eq!(
             c.externalized_cleanup,
-            ExternalizedCleanup::DeleteOnCancellation
+            ExternalizedCleanup::RetainOnCancellation
         );
+    }
+
+    #[test]
+    fn modes_and_cleanups_parse_from_their_names_only() {
+        for mode in [
+            CheckpointingMode::ExactlyOnce,
+            CheckpointingMode::AtLeastOnce,
+        ] {
+            assert_eq!(mode.as_str().parse(), Ok(mode));
+        }
+        for cleanup in [
+            ExternalizedCleanup::RetainOnCancellation,
+            ExternalizedCleanup::DeleteOnCancellation,
+        ] {
+            assert_eq!(cleanup.as_str().parse(), Ok(cleanup));
+        }
+        let err = "exactly-once"
+            .parse::<CheckpointingMode>()
+            .expect_err("typo");
+        assert!(
+            err.to_string()
+                .contains("\"exactly_once\" or \"at_least_once\""),
+            "{err}"
+        );
+        let err = "keep".parse::<ExternalizedCleanup>().expect_err("unknown");
+        assert!(err.to_string().contains("retain_on_cancellation"), "{err}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub enum CoordinatorEffect {
     /// Every subtask acked: write this `_metadata` atomically, then report
     /// back with `on_metadata_stored` or `on_metadata_failed`.
     WriteMetadata(Box<CheckpointMetadata>),
-    /// The checkpoint is complete: tell the listeners (C10). Sinks publish the
+    /// The checkpoint is complete: tell the listeners. Sinks publish the
     /// output of epochs up to `cut`; a listener that missed an earlier
     /// notification treats this one as covering it.
     NotifyComplete {
@@ -55,7 +55,7 @@ pub enum CoordinatorEffect {
         /// Why.
         reason: AbortReason,
     },
-    /// More consecutive checkpoint failures than tolerated (C14): fail the job
+    /// More consecutive checkpoint failures than tolerated: fail the job
     /// and restore it from the latest completed checkpoint. The coordinator
     /// triggers nothing more.
     FailJob {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use thiserror::Error;
-use weir_types::{OperatorUid, TypesError};
+use weir_types::{CheckpointId, OperatorUid, TypesError};
 
 /// A checkpoint configuration or coordinator setup that cannot work.
 ///
@@ -38,7 +38,7 @@ pub enum CoordinatorError {
     /// Max concurrent checkpoints is zero, so no checkpoint could ever start.
     #[error("max concurrent checkpoints is 0; set it to at least 1")]
     NoConcurrentCheckpoints,
-    /// A minimum pause leaves room for one checkpoint at a time only (Flink C4).
+    /// A minimum pause leaves room for one checkpoint at a time only (as in Flink).
     #[error(
         "a minimum pause of {min_pause:?} between checkpoints allows only one concurrent checkpoint, \
          but max concurrent is {max_concurrent}; set max concurrent to 1 or the minimum pause to 0"
@@ -69,11 +69,45 @@ pub enum CoordinatorError {
         #[source]
         source: TypesError,
     },
+    /// A checkpointing mode that does not exist.
+    #[error("checkpointing mode {mode:?} is unknown: use \"exactly_once\" or \"at_least_once\"")]
+    UnknownMode {
+        /// The name given.
+        mode: String,
+    },
+    /// An externalized cleanup policy that does not exist.
+    #[error(
+        "externalized checkpoint cleanup {cleanup:?} is unknown: use \"retain_on_cancellation\" or \"delete_on_cancellation\""
+    )]
+    UnknownCleanup {
+        /// The name given.
+        cleanup: String,
+    },
+    /// Every checkpoint id reserved so far is used; more are being reserved.
+    /// Retrying shortly succeeds.
+    #[error(
+        "checkpoint ids up to {reserved_until} are used and more are not reserved yet; try again shortly"
+    )]
+    IdsExhausted {
+        /// The last id reserved.
+        reserved_until: CheckpointId,
+    },
+    /// The job is restarting; nothing can start until it runs again.
+    #[error("the job is restarting; trigger the savepoint again once it runs")]
+    Restarting,
     /// The coordinator failed the job; a restored job gets a new coordinator.
     #[error(
-        "the coordinator has failed the job after too many checkpoint failures; restore the job to trigger again"
+        "the coordinator has failed the job after too many checkpoint failures; restart the job to trigger again"
     )]
     JobFailed,
+}
+
+impl CoordinatorError {
+    /// Whether trying again unchanged may succeed: only while ids are being
+    /// reserved or the job is restarting; everything else needs new input.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::IdsExhausted { .. } | Self::Restarting)
+    }
 }
 
 /// The result type of coordinator setup.

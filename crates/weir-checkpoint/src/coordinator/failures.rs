@@ -1,4 +1,4 @@
-//! Tolerable checkpoint failures (C14, Flink's `CheckpointFailureManager`).
+//! Tolerable checkpoint failures (Flink's `CheckpointFailureManager`).
 //!
 //! Counts consecutive failed checkpoints and decides when the job must fail.
 //! A failure never touches the completed checkpoints: recovery still has the

@@ -19,6 +19,7 @@
 //!     config: CheckpointConfig::new(Duration::from_secs(10)),
 //!     operators: Vec::new(),
 //!     first_checkpoint_id: CheckpointId(1),
+//!     reserved_until: CheckpointId(1_000),
 //!     started_at: Timestamp(0),
 //!     history: 10,
 //!     retention: None,

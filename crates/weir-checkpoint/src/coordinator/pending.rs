@@ -5,6 +5,7 @@
 //! Ack accounting only; when to abort is the coordinator's call.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use weir_types::{
@@ -86,7 +87,7 @@ pub struct EpochCut {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum AbortReason {
-    /// Not complete within the checkpoint timeout (C3).
+    /// Not complete within the checkpoint timeout.
     Expired,
     /// A subtask declined.
     Declined {
@@ -109,18 +110,41 @@ pub enum AbortReason {
     },
     /// The job is failing; nothing in progress can complete.
     JobFailing,
+    /// The job restarted (failover); nothing in flight survives a restart.
+    Restarted,
 }
 
 impl AbortReason {
-    /// Whether the abort counts toward the tolerable checkpoint failures
-    /// (C14): a subsumed checkpoint or a job already failing says nothing
+    /// Whether the abort counts toward the tolerable checkpoint failures: a
+    /// subsumed checkpoint, a job already failing or a restart says nothing
     /// about the health of checkpointing.
     pub fn counts_as_failure(&self) -> bool {
         match self {
             AbortReason::Expired
             | AbortReason::Declined { .. }
             | AbortReason::MetadataNotWritten { .. } => true,
-            AbortReason::Subsumed { .. } | AbortReason::JobFailing => false,
+            AbortReason::Subsumed { .. } | AbortReason::JobFailing | AbortReason::Restarted => {
+                false
+            }
+        }
+    }
+}
+
+impl fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AbortReason::Expired => f.write_str("not complete within the checkpoint timeout"),
+            AbortReason::Declined {
+                uid,
+                subtask,
+                message,
+            } => write!(f, "subtask {uid}/{subtask} declined: {message}"),
+            AbortReason::Subsumed { by } => write!(f, "checkpoint {by} completed first"),
+            AbortReason::MetadataNotWritten { message } => {
+                write!(f, "its _metadata could not be written: {message}")
+            }
+            AbortReason::JobFailing => f.write_str("the job is failing"),
+            AbortReason::Restarted => f.write_str("the job restarted"),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Checkpoint statistics (C13): per checkpoint and per subtask, with a
+//! Checkpoint statistics: per checkpoint and per subtask, with a
 //! bounded history users can read as JSON.
 //!
 //! Durations are whole milliseconds. A subtask's start delay is what remains of

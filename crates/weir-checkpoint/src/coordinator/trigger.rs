@@ -2,7 +2,7 @@
 //!
 //! Pure and clock-free: the caller passes `now` and the facts about checkpoints
 //! in flight. Savepoints are not the policy's business: they start on request,
-//! beside checkpoints (C5).
+//! beside checkpoints.
 
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ impl TriggerPolicy {
 
     /// Decides at `now`. A checkpoint is due one interval after the previous
     /// trigger; when a long checkpoint delayed it, it starts as soon as that one
-    /// ends, or once the minimum pause after it has passed (C6).
+    /// ends, or once the minimum pause after it has passed.
     pub fn decide(&self, now: Timestamp, facts: &TriggerFacts) -> TriggerDecision {
         if facts.in_flight >= self.max_concurrent {
             return TriggerDecision::WaitForInFlight;
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_delayed_by_a_long_one_starts_right_after_it() {
-        // C6: triggered at 1100, ran until 1350; the one due at 1200 starts at 1350.
+        // Triggered at 1100, ran until 1350; the one due at 1200 starts at 1350.
         let p = policy(100, 0, 1);
         assert_eq!(
             p.decide(Timestamp(1_200), &facts(1, Some(1_100), None)),
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_delayed_checkpoint_waits_out_the_min_pause() {
-        // C4 + C6: with a 40ms pause it starts 40ms after the long one ended.
+        // With a 40ms pause it starts 40ms after the long one ended.
         let p = policy(100, 40, 1);
         let f = facts(0, Some(1_100), Some(1_350));
         assert_eq!(

@@ -3,7 +3,9 @@
 
 mod common;
 mod crash;
+mod lease;
 mod retention;
 mod s3;
 mod savepoint;
 mod storage;
+mod timeline;

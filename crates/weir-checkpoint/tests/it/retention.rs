@@ -3,7 +3,9 @@
 
 use std::num::NonZeroUsize;
 
-use weir_checkpoint::{CheckpointStorage, Retention, StorageLocation, StorageOptions};
+use weir_checkpoint::{
+    CheckpointStorage, JobTimeline, RestoreSource, Retention, StorageLocation, StorageOptions,
+};
 use weir_types::CheckpointId;
 
 use crate::common::{incremental_checkpoint, job, local_files};
@@ -49,17 +51,21 @@ async fn subsumed_checkpoints_and_unreferenced_shared_files_are_deleted() {
     );
 
     // A crash left checkpoint 4 half-written (its shared upload included);
-    // a restart with one retained keeps only checkpoint 3 and its files.
+    // a restart from checkpoint 3 with one retained keeps only it and its files.
     incremental_checkpoint(&storage, 4, &["e.sst"]).await;
-    let recovered = storage
-        .recover_retention(NonZeroUsize::MIN)
-        .await
-        .expect("recovers");
+    let (_, recovered) = JobTimeline::recover(
+        &storage,
+        &RestoreSource::InJobDir(CheckpointId(3)),
+        NonZeroUsize::MIN,
+    )
+    .await
+    .expect("recovers");
     assert_eq!(recovered.retained().collect::<Vec<_>>(), [CheckpointId(3)]);
     assert_eq!(recovered.registry().references("shared/avg/0/a.sst"), 1);
     assert_eq!(
         local_files(&orders),
         [
+            "_lineage",
             "chk-3/_metadata",
             "chk-3/avg/0/MANIFEST",
             "shared/avg/0/a.sst",

@@ -15,9 +15,9 @@ use weir_types::CheckpointId;
 use crate::common::{content, full_checkpoint, incremental_checkpoint, job};
 
 /// A moto server killed when dropped.
-struct Moto {
+pub struct Moto {
     child: Child,
-    port: u16,
+    pub port: u16,
 }
 
 impl Drop for Moto {
@@ -27,7 +27,8 @@ impl Drop for Moto {
     }
 }
 
-fn start_moto() -> Option<Moto> {
+/// Starts moto on a free loopback port; `None` (and a note) without it.
+pub fn start_moto() -> Option<Moto> {
     let binary =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/moto_server");
     if !binary.exists() {
@@ -59,7 +60,7 @@ fn start_moto() -> Option<Moto> {
 }
 
 /// Creates a bucket with a plain HTTP request (object_store cannot).
-fn create_bucket(port: u16, bucket: &str) {
+pub fn create_bucket(port: u16, bucket: &str) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     write!(
         stream,
@@ -71,18 +72,23 @@ fn create_bucket(port: u16, bucket: &str) {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
 
+/// Storage options that reach the moto server on `port`.
+pub fn moto_options(port: u16) -> StorageOptions {
+    StorageOptions::default()
+        .with("endpoint", format!("http://127.0.0.1:{port}"))
+        .with("region", "us-east-1")
+        .with("access_key_id", "test")
+        .with("secret_access_key", "test")
+        .with("allow_http", "true")
+}
+
 #[tokio::test]
 async fn s3_storage_round_trips_through_moto() {
     let Some(moto) = start_moto() else {
         return;
     };
     create_bucket(moto.port, "weir");
-    let options = StorageOptions::default()
-        .with("endpoint", format!("http://127.0.0.1:{}", moto.port))
-        .with("region", "us-east-1")
-        .with("access_key_id", "test")
-        .with("secret_access_key", "test")
-        .with("allow_http", "true");
+    let options = moto_options(moto.port);
     let location = StorageLocation::parse("s3://weir/checkpoints", &options).expect("s3");
     let storage = CheckpointStorage::filesystem(&location, job()).expect("storage");
 
