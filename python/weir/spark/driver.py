@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from weir.exceptions import WeirError
-from weir.spark.events import (
+from weir.coordinator import (
     BarrierInjected,
     CheckpointAborted,
     CheckpointCompleted,
@@ -410,7 +410,8 @@ class Driver:
             failure = self._apply_event(event, effects) or failure
         for request in facts.requests:
             self._request(request, effects)
-        return Decision(tuple(effects), self._action(facts.now, failure, effects))
+        action = self._action(facts.now, failure, effects)
+        return Decision(tuple(effects), action)
 
     # -- outcomes --------------------------------------------------------------
 

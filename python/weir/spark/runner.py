@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from weir.spark.api import StreamJob
-    from weir.spark.events import CoordinatorEvent
+    from weir.coordinator import CoordinatorEvent
     from weir.spark.graph import JobGraph, StatefulStep
     from weir.spark.sources import EpochInput
 

@@ -35,7 +35,7 @@ from weir.spark.driver import (
     TriggerSavepoint,
     Wait,
 )
-from weir.spark.events import (
+from weir.coordinator import (
     BarrierInjected,
     CheckpointAborted,
     CheckpointCompleted,
