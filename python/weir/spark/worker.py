@@ -20,7 +20,7 @@ from pyspark import Accumulator, TaskContext
 
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
-from weir.runtime import KeyedOperatorRunner
+from weir.runtime import OperatorRunner
 from weir.spark import _host
 from weir.spark.tasks import INTERNAL_COLUMNS, KEY_GROUP, MARKER, OperatorSpec, OperatorTask
 
@@ -45,7 +45,7 @@ def run_epoch_task(
     session.begin(task.epoch, attempt, task.final_epoch)
     # The task fails as a whole on any error (its writes are dropped on retry), so the
     # runner may keep state cached across batches and write it back once, at the end.
-    runner = KeyedOperatorRunner(op.function, session, restored=True, defer_writes=True)
+    runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
     runner.open()
     if task.notify_complete is not None:
         runner.notify_checkpoint_complete(task.notify_complete)
@@ -62,7 +62,7 @@ def run_epoch_task(
 
 
 def process_batches(
-    runner: KeyedOperatorRunner,
+    runner: OperatorRunner,
     op: OperatorSpec,
     batches: Iterable[pa.RecordBatch],
     key_range: tuple[int, int],
@@ -74,14 +74,21 @@ def process_batches(
     ``count`` gets the number of records of each batch. Separate from
     :func:`run_epoch_task` so it runs (and is profiled) without Spark."""
     vectorized = isinstance(op.function, VectorizedKeyedFunction)
+    keyed = op.key_columns is not None
     for batch in batches:
         data = batch.filter(pc.invert(batch.column(MARKER)))
         if data.num_rows == 0:
             continue
         count(data.num_rows)
+        values = data.drop_columns(list(INTERNAL_COLUMNS))
+        if not keyed:
+            columns = [values.column(c).to_pylist() for c in op.value_columns]
+            outputs = runner.process(list(zip(*columns, strict=True)))
+            if outputs:
+                yield _to_batch(outputs, op.output_schema)
+            continue
         key_groups = data.column(KEY_GROUP)
         _check_partition(key_groups, key_range, partition)
-        values = data.drop_columns(list(INTERNAL_COLUMNS))
         groups = key_groups.to_pylist()
         if vectorized:
             out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
@@ -111,8 +118,10 @@ def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition
         )
 
 
-def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...], converted: dict[str, list[Any]]) -> list[Any]:
+def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...] | None, converted: dict[str, list[Any]]) -> list[Any]:
     """The key of each row; ``converted`` holds columns already converted to Python."""
+
+    assert key_columns is not None, "only keyed operators have keys"
 
     def column(name: str) -> list[Any]:
         found = converted.get(name)
