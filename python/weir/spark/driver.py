@@ -308,7 +308,7 @@ class RunEpoch:
 
 @dataclass(frozen=True)
 class Wait:
-    """Nothing to run: wait up to ``timeout_s`` for coordinator events."""
+    """Wait up to ``timeout_s`` for coordinator events (0: just look at them)."""
 
     timeout_s: float
 
@@ -395,6 +395,8 @@ class Driver:
         self.generation: _Generation | None = None
         self.restoring: Restore | None = None
         self.started = False
+        self.recorded_final = False
+        """An epoch became final in this step: the next step must see the coordinator's answer."""
         self.fatal: BaseException | None = None
         """Set when the job must fail without a restart (bad restore target, lease lost)."""
 
@@ -463,6 +465,7 @@ class Driver:
         generation.pending_input = None
         generation.barrier = None
         effects.append(RecordFinal(epoch, {self.options.source_uid: generation.position}))
+        self.recorded_final = True
         if not self.options.exactly_once:
             effects.append(Publish(epoch))
             self.published_up_to = epoch
@@ -552,6 +555,12 @@ class Driver:
             self.restoring = Restore(self.options.origin, 1, first=True)
             return self.restoring
         generation = self._current()
+        if self.recorded_final:
+            # The coordinator may take the epoch just recorded as a checkpoint's
+            # cut; its barrier must travel with the very next epoch, so look at
+            # its events before running one.
+            self.recorded_final = False
+            return Wait(0.0)
         if self.finished_savepoint is not None:
             return Finish(self.finished_savepoint)
         if self.options.max_epochs is not None and self.epochs_succeeded >= self.options.max_epochs:
@@ -617,6 +626,7 @@ class Driver:
                 )
             )
         self.restarts += 1
+        self.recorded_final = False
         for checkpoint_id, request in self.awaiting.items():
             effects.append(CancelUploads(checkpoint_id))
             effects.append(

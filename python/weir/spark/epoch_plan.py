@@ -9,7 +9,7 @@ notifications reach all of them even when they get no records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,7 +56,7 @@ def epoch_frame(
     spark: SparkSession,
     graph: JobGraph,
     frame: DataFrame | None,
-    tasks: Mapping[str, OperatorTask],
+    task_of: Callable[[StatefulStep], OperatorTask],
     records: Accumulator[int],
     learned: Callable[[StatefulStep, DataFrame], None],
 ) -> DataFrame | None:
@@ -64,7 +64,8 @@ def epoch_frame(
 
     ``frame`` is the source's input for the epoch, ``None`` for an epoch of
     markers only; ``learned`` sees each stateful step's input frame before
-    it is routed (the driver learns key types from it).
+    it is routed (the driver learns key types from it) and before ``task_of``
+    makes the step's task.
     """
     first = True
     for step in graph.steps:
@@ -72,7 +73,7 @@ def epoch_frame(
             for transform in step.transforms_before:
                 frame = transform(frame)
             learned(step, frame)
-        task = tasks[step.uid]
+        task = task_of(step)
         routed = _routed(spark, step, frame)
         counter = records if first else None
         frame = routed.mapInArrow(

@@ -277,9 +277,8 @@ class Runner:
             self.config,
             savepoint_dir=self.job.savepoint_dir,
             storage_options=self.job.checkpoint_storage_options,
-            bind=_driver_bind_address(self.job),
-            advertise=self.job.spark.sparkContext.getConf().get("spark.driver.host"),
             restored=restored,
+            **_coordinator_addresses(self.job),
         )
 
     def plan_input(self) -> d.InputPlanned:
@@ -295,11 +294,12 @@ class Runner:
         if order.data:
             assert self.planned is not None
             frame = self.planned.frame
-        tasks = self.tasks(order)
         started = time.monotonic()
         # Building the plan runs Spark's analysis: an error there is the job's
         # definition (a missing column, a bad schema), not a failure to retry.
-        output = epoch_frame(self.job.spark, self.graph, frame, tasks, self.records, self.learn)
+        output = epoch_frame(
+            self.job.spark, self.graph, frame, lambda step: self.task(order, step), self.records, self.learn
+        )
         try:
             if order.data:
                 assert output is not None
@@ -318,7 +318,7 @@ class Runner:
         if step.uid not in self.inputs:
             self.inputs[step.uid] = learn_input(step, frame)
 
-    def tasks(self, order: d.EpochOrder) -> dict[str, OperatorTask]:
+    def task(self, order: d.EpochOrder, step: StatefulStep) -> OperatorTask:
         barrier = None
         if order.barrier is not None:
             assert self.coordinator is not None
@@ -329,24 +329,20 @@ class Runner:
                 self.job.checkpoint_storage_options,
                 self.coordinator.address,
             )
-        hosts = HostAccess(self.host_dir, self.token)
-        tasks = {}
-        for operator in order.operators:
-            step = self.graph.step(operator.uid)
-            at_cut = operator.restore_cut is not None and operator.final_epoch == operator.restore_cut
-            tasks[operator.uid] = OperatorTask(
-                operator=self.spec(step),
-                epoch=order.epoch,
-                generation=order.generation,
-                final_epoch=operator.final_epoch,
-                barrier=barrier,
-                notify_complete=order.notify_complete,
-                pending_checkpoint=order.pending_checkpoint,
-                restored_checkpoint=operator.restored_checkpoint,
-                restore_tickets=self.tickets.get(operator.uid) if at_cut else None,
-                hosts=hosts,
-            )
-        return tasks
+        (operator,) = [o for o in order.operators if o.uid == step.uid]
+        at_cut = operator.restore_cut is not None and operator.final_epoch == operator.restore_cut
+        return OperatorTask(
+            operator=self.spec(step),
+            epoch=order.epoch,
+            generation=order.generation,
+            final_epoch=operator.final_epoch,
+            barrier=barrier,
+            notify_complete=order.notify_complete,
+            pending_checkpoint=order.pending_checkpoint,
+            restored_checkpoint=operator.restored_checkpoint,
+            restore_tickets=self.tickets.get(step.uid) if at_cut else None,
+            hosts=HostAccess(self.host_dir, self.token),
+        )
 
     def spec(self, step: StatefulStep) -> OperatorSpec:
         learned = self.inputs.get(step.uid)
@@ -376,10 +372,17 @@ class Runner:
         return result
 
 
-def _driver_bind_address(job: StreamJob) -> str:
-    """Where the coordinator listens: Spark's own driver bind address."""
+def _coordinator_addresses(job: StreamJob) -> dict[str, str]:
+    """Where the coordinator listens and what executors are told: the addresses
+    Spark's own driver uses. It binds to ``spark.driver.bindAddress`` (else
+    ``spark.driver.host``); only a wildcard bind advertises ``spark.driver.host``
+    (a specific bind address is what executors can reach)."""
     conf = job.spark.sparkContext.getConf()
-    return conf.get("spark.driver.bindAddress") or conf.get("spark.driver.host") or "127.0.0.1"
+    host = conf.get("spark.driver.host")
+    bind = conf.get("spark.driver.bindAddress") or host or "127.0.0.1"
+    if bind in ("0.0.0.0", "::") and host:
+        return {"bind": bind, "advertise": host}
+    return {"bind": bind}
 
 
 def _failure(error: BaseException) -> BaseException:

@@ -76,8 +76,15 @@ class Shell:
         assert isinstance(decision.action, RunEpoch), decision
         order = decision.action.order
         assert order.data
-        self.last = self.step(EpochSucceeded(order.epoch))
+        self.last = self.succeed(order.epoch)
         return order
+
+    def succeed(self, epoch: int, events: tuple[Any, ...] = ()) -> Any:
+        """Reports an epoch's success; the driver looks at the coordinator's
+        answer (``events``) before it decides anything else."""
+        sync = self.step(EpochSucceeded(epoch))
+        assert sync.action == Wait(0.0), sync
+        return self.step(None, events)
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.effects if isinstance(e, kind)]
@@ -115,13 +122,13 @@ def test_a_barrier_only_epoch_runs_when_a_checkpoint_is_pending_and_input_is_idl
     assert isinstance(decision.action, RunEpoch)
     order = decision.action.order
     assert not order.data and order.pending_checkpoint == 1 and order.barrier is None
-    decision = shell.step(EpochSucceeded(order.epoch), (barrier(1, order.epoch),))
+    decision = shell.succeed(order.epoch, (barrier(1, order.epoch),))
     # The barrier must still reach every subtask: another epoch without data.
     decision = shell.step(InputPlanned(False, {"next": 100}, False))
     assert isinstance(decision.action, RunEpoch)
     assert decision.action.order.barrier == barrier(1, order.epoch)
     assert not decision.action.order.data
-    decision = shell.step(EpochSucceeded(decision.action.order.epoch))
+    decision = shell.succeed(decision.action.order.epoch)
     decision = shell.step(InputPlanned(False, {"next": 100}, False))
     assert isinstance(decision.action, Wait), "nothing pending: the driver waits"
 
@@ -164,9 +171,9 @@ def test_stop_with_savepoint_publishes_its_cut_and_finishes() -> None:
     decision = shell.step(None, (CheckpointTriggered(3, "savepoint"),))
     assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
     cut = decision.action.order.epoch
-    decision = shell.step(EpochSucceeded(cut), (barrier(3, cut, "savepoint"),))
+    decision = shell.succeed(cut, (barrier(3, cut, "savepoint"),))
     assert isinstance(decision.action, RunEpoch) and decision.action.order.barrier is not None
-    decision = shell.step(EpochSucceeded(decision.action.order.epoch))
+    decision = shell.succeed(decision.action.order.epoch)
     decision = shell.step(None, (completed(3, cut, "savepoint", "file:///savepoints/sp-3"),))
     assert Publish(cut) in decision.effects, "a stop-with-savepoint commits the output it covers"
     assert ResolveSavepoint(request, path="file:///savepoints/sp-3") in decision.effects
@@ -243,9 +250,9 @@ def test_exhausted_bounded_input_waits_for_the_publishing_checkpoint() -> None:
     decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"),))
     assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
     cut = decision.action.order.epoch
-    decision = shell.step(EpochSucceeded(cut), (barrier(1, cut),))
+    decision = shell.succeed(cut, (barrier(1, cut),))
     assert isinstance(decision.action, RunEpoch)
-    decision = shell.step(EpochSucceeded(decision.action.order.epoch), (completed(1, cut),))
+    decision = shell.succeed(decision.action.order.epoch, (completed(1, cut),))
     assert Publish(cut) in decision.effects
     assert cut > order.epoch
     assert decision.action == Finish()
@@ -316,3 +323,20 @@ def test_max_epochs_ends_the_job(max_epochs: int) -> None:
     for i in range(max_epochs):
         shell.run_data_epoch(100 * (i + 1))
     assert shell.last.action == Finish()
+
+
+def test_the_epoch_after_a_cut_carries_its_barrier() -> None:
+    # The coordinator answers an epoch becoming final with the barrier of a
+    # pending checkpoint; running another epoch before looking would let the
+    # barrier arrive one epoch late, after state past its cut was committed.
+    shell = Shell()
+    shell.start()
+    decision = shell.step(InputPlanned(True, {"next": 100}, False), (CheckpointTriggered(1, "checkpoint"),))
+    order = decision.action.order
+    assert order.pending_checkpoint == 1
+    sync = shell.step(EpochSucceeded(order.epoch))
+    assert sync.action == Wait(0.0)
+    assert RecordFinal(order.epoch, {SOURCE: {"next": 100}}) in sync.effects
+    shell.step(None, (barrier(1, order.epoch),))
+    decision = shell.step(InputPlanned(True, {"next": 200}, False))
+    assert decision.action.order.barrier == barrier(1, order.epoch)
