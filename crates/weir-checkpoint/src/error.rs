@@ -115,14 +115,10 @@ pub enum CheckpointError {
         #[source]
         source: object_store::Error,
     },
-    /// A state path in metadata that would leave its directory.
-    #[error("state path {path:?} is invalid: {reason}")]
-    InvalidStatePath {
-        /// The path.
-        path: String,
-        /// Why.
-        reason: &'static str,
-    },
+    /// A path that would leave its directory (paths come from files), or
+    /// another failure of the snapshot crate.
+    #[error(transparent)]
+    Snapshot(#[from] weir_snapshot::SnapshotError),
     /// No `_metadata` where a completed checkpoint or savepoint should be.
     #[error(
         "{location} does not exist: the checkpoint or savepoint never completed or was deleted"
@@ -180,7 +176,7 @@ pub enum CheckpointError {
         /// The kind required.
         expected: CheckpointKind,
     },
-    /// A state file too large for "jobmanager" storage (B6).
+    /// A state file too large for "jobmanager" storage.
     #[error(
         "state file {path} of checkpoint {checkpoint} is {size} bytes, above the {limit}-byte limit of jobmanager storage: configure a checkpoint directory (file system or s3 storage) or raise the limit"
     )]
@@ -202,7 +198,7 @@ pub enum CheckpointError {
         /// The checkpoint.
         checkpoint: CheckpointId,
     },
-    /// A savepoint holds state for operators the job no longer has (P4).
+    /// A savepoint holds state for operators the job no longer has.
     #[error(
         "the snapshot holds state for operators {uids} that the job does not have: restore them under the same uid, or allow non-restored state to drop it"
     )]
@@ -210,7 +206,7 @@ pub enum CheckpointError {
         /// The operators without a counterpart.
         uids: UidList,
     },
-    /// The job declares another max parallelism than the state has (S7).
+    /// The job declares another max parallelism than the state has.
     #[error(
         "operator {uid} has max parallelism {job} but its state was written with {stored}: max parallelism is fixed for the life of a state, so set it back to {stored}"
     )]
@@ -364,6 +360,28 @@ pub enum MetadataProblem {
     MissingKeyTypes {
         /// The operator.
         uid: OperatorUid,
+    },
+    /// A state file path that would leave the directory it is relative to.
+    #[error(
+        "it names state file {path:?}, which is not a relative path inside its directory (no empty, '.' or '..' segments); the file was edited or damaged"
+    )]
+    StatePathOutside {
+        /// The path.
+        path: String,
+    },
+    /// A checkpoint that names a file of another checkpoint.
+    #[error(
+        "it names state file {path:?}, which is neither under its own checkpoint directory nor under shared/; the file was edited or damaged"
+    )]
+    ForeignStateFile {
+        /// The path.
+        path: String,
+    },
+    /// A database file whose local name is no plain file name.
+    #[error("it names database file {name:?}, which is not a plain file name")]
+    InvalidLocalName {
+        /// The name.
+        name: String,
     },
     /// Two states of one operator share a name.
     #[error("operator {uid} declares state {name:?} twice")]

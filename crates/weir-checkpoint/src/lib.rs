@@ -30,9 +30,9 @@
 
 pub mod coordinator;
 mod error;
-pub mod layout;
 mod lease;
 mod lineage;
+mod local_store;
 mod location;
 mod metadata;
 mod record;
@@ -58,7 +58,10 @@ pub use resolved::ResolvedSnapshot;
 pub use restore::{JobOperator, OperatorRestore, RestorePlan, RestoredOperator, SubtaskRestore};
 pub use retention::{Retention, SubsumeDecision};
 pub use savepoint::{
-    create_savepoint, discard_incomplete_savepoint, dispose_savepoint, publish_savepoint,
+    DisposedSavepoint, create_savepoint, discard_incomplete_savepoint, dispose_savepoint,
+    publish_savepoint,
 };
 pub use storage::CheckpointStorage;
 pub use timeline::{JobTimeline, latest_state};
+/// The names of files and directories in checkpoint and savepoint storage.
+pub use weir_snapshot::layout;

@@ -1,11 +1,13 @@
 //! Where checkpoints live: an object store and a root inside it, parsed from
 //! a URL.
 //!
-//! Supported: `file:///abs/path` and plain paths (local file system),
-//! `s3://bucket/prefix` (S3 and S3-compatible servers, configured by
-//! [`StorageOptions`] and the usual `AWS_*` environment variables), and
-//! `memory://prefix` (a fresh in-process store, for tests). This module opens
-//! stores; it does not know the checkpoint layout (`layout`) or read anything.
+//! Supported: `file:///abs/path` and plain paths (the local file system,
+//! resolved once to a canonical directory below which no symbolic link is
+//! ever followed), `s3://bucket/prefix` (S3 and S3-compatible servers,
+//! configured by [`StorageOptions`] and the usual `AWS_*` environment
+//! variables), and `memory://prefix` (a fresh in-process store, for tests).
+//! This module opens stores; it does not know the checkpoint layout
+//! (`layout`) or read anything.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,6 +24,7 @@ use weir_snapshot::SnapshotStorage;
 
 use crate::error::{CheckpointError, Result};
 use crate::layout;
+use crate::local_store::LocalStore;
 
 /// The local-store option that delays every write by this many
 /// milliseconds: a deliberately slow store for tests and benchmarks.
@@ -223,7 +226,8 @@ impl StorageLocation {
         // Automatic cleanup removes directories emptied by deletes (up to the
         // store root), so a subsumed `chk-<n>/` disappears entirely; fsync
         // makes a completed `_metadata` survive a power loss, as it would on
-        // an object store.
+        // an object store. The wrapper never follows a link below the
+        // (canonical) store directory.
         let store = LocalFileSystem::new_with_prefix(store_dir)
             .map_err(|source| CheckpointError::OpenStore {
                 url: url.to_owned(),
@@ -232,7 +236,7 @@ impl StorageLocation {
             .with_automatic_cleanup(true)
             .with_fsync(true);
         Ok(Self::new(
-            Arc::new(store),
+            Arc::new(LocalStore::new(store, store_dir.to_path_buf())),
             Self::prefix(&relative, url)?,
             url,
         ))

@@ -1,4 +1,4 @@
-//! The restore plan (P4, P5, S7): which stored state each operator and
+//! The restore plan: which stored state each operator and
 //! subtask of the job being started restores, possibly at a new parallelism.
 //!
 //! Pure: it reads a decoded `_metadata` and the job's operators and decides;

@@ -13,12 +13,13 @@
 //! concurrent incremental checkpoints must hold such deletions back until
 //! the pending checkpoints finish (the registry's documented caveat).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 
 use weir_snapshot::{SharedFileRegistry, SharedStateFile};
 use weir_types::CheckpointId;
 
+use crate::layout;
 use crate::metadata::{CheckpointKind, CheckpointMetadata};
 
 /// What to delete after a checkpoint completed (or after a restart).
@@ -42,12 +43,13 @@ impl SubsumeDecision {
     }
 }
 
-/// The retained completed checkpoints and the reference counts of their
-/// shared files.
+/// The retained completed checkpoints, every file they reference and the
+/// reference counts of their shared files.
 #[derive(Debug, Clone)]
 pub struct Retention {
     max_retained: NonZeroUsize,
-    retained: BTreeSet<CheckpointId>,
+    /// Each retained checkpoint's files, of every kind.
+    retained: BTreeMap<CheckpointId, BTreeSet<String>>,
     registry: SharedFileRegistry,
 }
 
@@ -57,7 +59,7 @@ impl Retention {
     pub fn new(max_retained: NonZeroUsize) -> Self {
         Self {
             max_retained,
-            retained: BTreeSet::new(),
+            retained: BTreeMap::new(),
             registry: SharedFileRegistry::new(),
         }
     }
@@ -81,11 +83,18 @@ impl Retention {
 
     /// Records a newly completed checkpoint and returns what it subsumes.
     /// Savepoints and already-known checkpoints change nothing.
+    ///
+    /// Only files under `shared/` that no retained checkpoint references,
+    /// in any of its handles, are released: a hand-edited or corrupt
+    /// `_metadata` that lists another checkpoint's file as shared cannot
+    /// make retention delete it.
     pub fn on_completed(&mut self, metadata: &CheckpointMetadata) -> SubsumeDecision {
         let id = metadata.checkpoint_id;
-        if metadata.kind != CheckpointKind::Checkpoint || !self.retained.insert(id) {
+        if metadata.kind != CheckpointKind::Checkpoint || self.retained.contains_key(&id) {
             return SubsumeDecision::default();
         }
+        let files = metadata.files().into_iter().map(|f| f.path.clone());
+        self.retained.insert(id, files.collect());
         // Register before releasing, so a file the new checkpoint shares
         // with a subsumed one keeps a reference throughout.
         for op in &metadata.operators {
@@ -95,23 +104,32 @@ impl Retention {
         }
         let mut decision = SubsumeDecision::default();
         while self.retained.len() > self.max_retained.get() {
-            let Some(oldest) = self.retained.pop_first() else {
+            let Some((oldest, _)) = self.retained.pop_first() else {
                 break;
             };
-            decision.shared_files.extend(self.registry.release(oldest));
+            let released = self.registry.release(oldest).into_iter();
+            let unused: Vec<_> = released
+                .filter(|f| layout::is_shared(&f.file.path) && !self.references(&f.file.path))
+                .collect();
+            decision.shared_files.extend(unused);
             decision.discard.push(oldest);
         }
         decision
     }
 
+    /// Whether a retained checkpoint references the file at `path`.
+    fn references(&self, path: &str) -> bool {
+        self.retained.values().any(|files| files.contains(path))
+    }
+
     /// The retained checkpoints, oldest first.
     pub fn retained(&self) -> impl Iterator<Item = CheckpointId> + '_ {
-        self.retained.iter().copied()
+        self.retained.keys().copied()
     }
 
     /// The newest retained checkpoint.
     pub fn latest(&self) -> Option<CheckpointId> {
-        self.retained.last().copied()
+        self.retained.last_key_value().map(|(&id, _)| id)
     }
 
     /// The shared-file reference counts, which incremental snapshot tasks
@@ -174,6 +192,32 @@ mod tests {
             [CheckpointId(3), CheckpointId(4)]
         );
         assert_eq!(r.registry().references("shared/avg/0/a"), 1);
+    }
+
+    #[test]
+    fn a_retained_checkpoints_file_is_never_released_as_shared() {
+        // A hand-edited (or corrupt) older checkpoint lists the newer one's
+        // own file, and a path outside shared/, among its shared files.
+        let mut r = Retention::new(NonZeroUsize::MIN);
+        let mut older = incremental(1, &["a"]);
+        let Some(KeyedStateHandle::Incremental(h)) = &mut older.operators[0].subtasks[0].keyed
+        else {
+            unreachable!("incremental")
+        };
+        let mut foreign = shared("x");
+        foreign.file.path = "chk-2/avg/0/keyed".to_owned();
+        let mut elsewhere = shared("y");
+        elsewhere.file.path = "somewhere/else".to_owned();
+        h.shared.extend([foreign, elsewhere]);
+        assert!(r.on_completed(&older).is_empty());
+        let newer = crate::metadata::tests::sample(2, 1);
+        let d = r.on_completed(&newer);
+        assert_eq!(d.discard, [CheckpointId(1)]);
+        assert_eq!(
+            d.shared_files,
+            [shared("a")],
+            "only shared/ files nothing retained uses"
+        );
     }
 
     #[test]

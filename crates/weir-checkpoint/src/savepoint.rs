@@ -1,4 +1,4 @@
-//! Savepoints (P1, P2, P6): user-owned, self-contained copies of a completed
+//! Savepoints: user-owned, self-contained copies of a completed
 //! checkpoint that can be moved or copied as a directory, and their disposal.
 //!
 //! A savepoint directory `savepoint-<job>-<n>/` holds `_metadata` and every
@@ -6,15 +6,15 @@
 //! relative paths as in the checkpoint; nothing points outside it. This
 //! module copies and deletes; it does not decide when savepoints are taken.
 
-use object_store::ObjectStoreExt;
-use object_store::PutPayload;
+use object_store::{ObjectStoreExt, PutPayload};
+use weir_snapshot::StateFile;
 
 use crate::error::{CheckpointError, Result};
 use crate::layout::{self, METADATA_FILE};
 use crate::location::StorageLocation;
 use crate::metadata::{CheckpointKind, CheckpointMetadata, encode_metadata};
 use crate::resolved::ResolvedSnapshot;
-use crate::storage::{delete_paths, delete_tree, put_new};
+use crate::storage::{delete_paths, delete_tree, list_relative, put_new};
 
 /// Copies completed checkpoint (or savepoint) `source` into a new savepoint
 /// directory under `savepoint_dir` and returns it opened.
@@ -59,11 +59,27 @@ pub async fn create_savepoint(
     ResolvedSnapshot::open(&dir).await
 }
 
+/// What disposing a savepoint did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisposedSavepoint {
+    /// The savepoint's metadata, as it was.
+    pub metadata: CheckpointMetadata,
+    /// The state files deleted besides `_metadata` (files stored inside
+    /// `_metadata` are not listed).
+    pub removed: Vec<StateFile>,
+    /// What is still in the directory because the savepoint does not name
+    /// it, relative to the directory.
+    pub left: Vec<String>,
+}
+
 /// Deletes the savepoint whose directory (or `_metadata`) `location` points
 /// at: `_metadata` first, so a half-disposed savepoint no longer opens, then
-/// every other file under the directory. Refuses anything that is not a
-/// readable savepoint, so a mistyped path cannot delete a checkpoint.
-pub async fn dispose_savepoint(location: &StorageLocation) -> Result<()> {
+/// the state files it names, and nothing else.
+///
+/// Refuses anything that is not a readable savepoint (so a mistyped path
+/// cannot delete a checkpoint), and deletes nothing when one of its files
+/// cannot be reached safely (a symbolic link on a local store).
+pub async fn dispose_savepoint(location: &StorageLocation) -> Result<DisposedSavepoint> {
     let savepoint = ResolvedSnapshot::open(location).await?;
     let metadata = savepoint.metadata();
     if metadata.kind != CheckpointKind::Savepoint {
@@ -74,8 +90,37 @@ pub async fn dispose_savepoint(location: &StorageLocation) -> Result<()> {
         });
     }
     let dir = savepoint.base();
+    let removed: Vec<StateFile> = metadata
+        .files()
+        .into_iter()
+        .filter(|f| !metadata.inline.contains_key(&f.path))
+        .cloned()
+        .collect();
+    for file in &removed {
+        reachable(dir, &file.path).await?;
+    }
     delete_paths(dir, [METADATA_FILE]).await?;
-    delete_tree(dir).await
+    delete_paths(dir, removed.iter().map(|f| f.path.as_str())).await?;
+    let left = list_relative(dir, None).await?;
+    Ok(DisposedSavepoint {
+        metadata: savepoint.into_metadata(),
+        removed,
+        left,
+    })
+}
+
+/// Fails when the store refuses to reach `relative` under `dir`; a missing
+/// file is reachable (there is nothing to delete).
+async fn reachable(dir: &StorageLocation, relative: &str) -> Result<()> {
+    let path = layout::join(dir.root(), relative)?;
+    match dir.store().head(&path).await {
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(source) => Err(CheckpointError::Store {
+            operation: "head",
+            path: relative.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// Completes a savepoint whose subtasks uploaded their state into its own

@@ -58,7 +58,7 @@ impl CheckpointStorage {
         })
     }
 
-    /// "jobmanager" storage for small state (B2, B6): state files are staged
+    /// "jobmanager" storage for small state: state files are staged
     /// in memory and stored inside `_metadata` when the checkpoint
     /// completes; a file larger than `max_file_bytes` fails that checkpoint
     /// with [`CheckpointError::InlineStateTooLarge`], and incremental state
@@ -94,7 +94,7 @@ impl CheckpointStorage {
     }
 
     /// Where snapshot tasks write state files, at paths relative to the job
-    /// directory (see [`layout::subtask_dir`] and `weir_snapshot::shared_dir`).
+    /// directory (named by [`layout`]).
     pub fn state_storage(&self) -> SnapshotStorage {
         match &self.placement {
             Placement::Files => self.job_dir.snapshot_storage(),
@@ -192,7 +192,7 @@ impl CheckpointStorage {
         Ok(completed)
     }
 
-    /// The newest completed checkpoint, if any (C11); see [`Self::completed`]
+    /// The newest completed checkpoint, if any; see [`Self::completed`]
     /// for what counts as completed.
     pub async fn latest_completed(&self) -> Result<Option<CheckpointMetadata>> {
         for id in self.checkpoint_dirs().await?.into_iter().rev() {
@@ -236,33 +236,6 @@ impl CheckpointStorage {
             delete_tree(&staging.child(&dir)?).await?;
         }
         Ok(())
-    }
-
-    /// Every object under `dir` (relative to the job directory), as paths
-    /// relative to the job directory.
-    pub(crate) async fn list_relative(&self, dir: &str) -> Result<Vec<String>> {
-        let prefix = self.job_dir.child(dir)?;
-        let listed: Vec<_> = self
-            .job_dir
-            .store()
-            .list(Some(prefix.root()))
-            .try_collect()
-            .await
-            .map_err(|source| CheckpointError::Store {
-                operation: "list",
-                path: prefix.url().to_owned(),
-                source,
-            })?;
-        let root: Vec<_> = self.job_dir.root().parts().collect();
-        Ok(listed
-            .into_iter()
-            .filter_map(|meta| {
-                let parts: Vec<_> = meta.location.parts().collect();
-                let relative = parts.strip_prefix(root.as_slice())?;
-                let names: Vec<&str> = relative.iter().map(|p| p.as_ref()).collect();
-                Some(names.join("/"))
-            })
-            .collect())
     }
 
     /// Opens checkpoint `id` if it is complete; `None` if its metadata is
@@ -358,6 +331,35 @@ pub(crate) async fn delete_paths<'a>(
         }
     }
     Ok(())
+}
+
+/// Every object under `dir` (only under its subdirectory `sub`, when
+/// given), as paths relative to `dir`.
+pub(crate) async fn list_relative(dir: &StorageLocation, sub: Option<&str>) -> Result<Vec<String>> {
+    let prefix = match sub {
+        Some(sub) => dir.child(sub)?,
+        None => dir.clone(),
+    };
+    let listed: Vec<_> = dir
+        .store()
+        .list(Some(prefix.root()))
+        .try_collect()
+        .await
+        .map_err(|source| CheckpointError::Store {
+            operation: "list",
+            path: prefix.url().to_owned(),
+            source,
+        })?;
+    let root: Vec<_> = dir.root().parts().collect();
+    Ok(listed
+        .into_iter()
+        .filter_map(|meta| {
+            let parts: Vec<_> = meta.location.parts().collect();
+            let relative = parts.strip_prefix(root.as_slice())?;
+            let names: Vec<&str> = relative.iter().map(|p| p.as_ref()).collect();
+            Some(names.join("/"))
+        })
+        .collect())
 }
 
 /// Deletes every object under `dir`.

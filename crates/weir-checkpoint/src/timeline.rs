@@ -25,7 +25,7 @@ use crate::metadata::CheckpointKind;
 use crate::record::{self, Write};
 use crate::resolved::ResolvedSnapshot;
 use crate::retention::{Retention, SubsumeDecision};
-use crate::storage::{CheckpointStorage, delete_paths, delete_tree};
+use crate::storage::{CheckpointStorage, delete_paths, delete_tree, list_relative};
 
 /// The lineage of one job directory as its current run keeps it.
 #[derive(Debug)]
@@ -109,8 +109,7 @@ impl JobTimeline {
             .flat_map(|m| m.files())
             .map(|f| f.path.as_str())
             .collect();
-        let orphans: Vec<String> = storage
-            .list_relative(layout::SHARED_DIR)
+        let orphans: Vec<String> = list_relative(storage.job_dir(), Some(layout::SHARED_DIR))
             .await?
             .into_iter()
             .filter(|path| !referenced.contains(path.as_str()))

@@ -1,5 +1,4 @@
-//! `weir`: inspect, dump, verify and dispose Weir checkpoints and savepoints
-//! (CONCEPTS P6, P7).
+//! `weir`: inspect, dump, verify and dispose Weir checkpoints and savepoints.
 //!
 //! This file only parses arguments, builds a small current-thread runtime,
 //! runs the command and turns an error into one line on stderr; the

@@ -5,12 +5,12 @@ use std::ops::Range;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use weir_state::StateEntry;
 use weir_types::KeyGroupRange;
 
-use crate::error::FormatError;
-use crate::error::{Result, SnapshotError};
-use crate::format::{DecodedBlock, Footer, SnapshotLayout};
-use crate::location::resolve;
+use crate::error::{FormatError, Result, SnapshotError};
+use crate::format::{Footer, SnapshotLayout};
+use crate::layout::join;
 
 /// Blocks are fetched in runs of about this many bytes, so a restore holds
 /// little more than one run in memory.
@@ -33,7 +33,7 @@ impl SnapshotFile {
         relative: &str,
         size: Option<u64>,
     ) -> Result<Self> {
-        let location = resolve(root, relative)?;
+        let location = join(root, relative)?;
         let size = match size {
             Some(size) => size,
             None => {
@@ -82,12 +82,16 @@ impl SnapshotFile {
     }
 
     /// Reads and checks the blocks of the key groups in `range` (key groups
-    /// without entries have no block) and hands each to `visit`, in order.
-    pub async fn read_key_groups(
+    /// without entries have no block) and hands each entry to `visit`, in
+    /// key-group order; stops at the first error, of either.
+    ///
+    /// Holds about one run of stored blocks in memory plus one entry of a
+    /// zstd block being decompressed (see [`SnapshotLayout::read_block`]).
+    pub async fn read_entries(
         &self,
         store: &dyn ObjectStore,
         range: KeyGroupRange,
-        visit: &mut (dyn FnMut(DecodedBlock) -> Result<()> + Send),
+        visit: &mut (dyn FnMut(StateEntry<'_>) -> Result<()> + Send),
     ) -> Result<()> {
         let mut blocks = self.layout.blocks_in(range);
         while !blocks.is_empty() {
@@ -102,18 +106,29 @@ impl SnapshotFile {
             let span = SnapshotLayout::span(now).expect("a run holds at least one block");
             let bytes = read(store, &self.location, span.clone()).await?;
             for info in now {
-                let from = usize::try_from(info.offset - span.start).ok();
-                let stored = from
-                    .and_then(|from| bytes.get(from..from + usize::try_from(info.length).ok()?))
-                    .unwrap_or_default();
-                let block = self
-                    .layout
-                    .decode_block(info, stored)
-                    .map_err(|e| SnapshotError::format(&self.relative, e))?;
-                visit(block)?;
+                // A short answer from the store shows up as a truncated block.
+                let stored = info.stored_in(&bytes, span.start);
+                self.layout
+                    .read_block(info, stored, &mut |entry| visit(entry).map_err(Stop::Visit))
+                    .map_err(|stop| match stop {
+                        Stop::Format(e) => SnapshotError::format(&self.relative, e),
+                        Stop::Visit(e) => e,
+                    })?;
             }
         }
         Ok(())
+    }
+}
+
+/// Why reading a block stopped: the bytes, or the visitor.
+enum Stop {
+    Format(FormatError),
+    Visit(SnapshotError),
+}
+
+impl From<FormatError> for Stop {
+    fn from(e: FormatError) -> Self {
+        Stop::Format(e)
     }
 }
 

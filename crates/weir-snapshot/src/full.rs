@@ -1,5 +1,5 @@
 //! The asynchronous part of a full snapshot: serialize a frozen view into a
-//! snapshot file and stream it to the object store (B1, B4, C8).
+//! snapshot file and stream it to the object store.
 //!
 //! Serialization is CPU work, so it runs on a blocking thread that feeds
 //! chunks (one key group each) through a small channel to the upload; memory
@@ -20,7 +20,7 @@ use weir_types::ValueType;
 use crate::error::{Result, SnapshotError};
 use crate::format::{Compression, SnapshotHeader, encode_frozen};
 use crate::handle::{FullSnapshotHandle, StateFile};
-use crate::location::resolve;
+use crate::layout::join;
 use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
 
@@ -69,7 +69,7 @@ pub fn spawn_full_snapshot(
     relative: &str,
     options: FullSnapshotOptions,
 ) -> SnapshotFuture<FullSnapshotHandle> {
-    let location = resolve(&storage.root, relative);
+    let location = join(&storage.root, relative);
     let store = Arc::clone(&storage.store);
     let relative = relative.to_owned();
     SnapshotFuture::spawn(

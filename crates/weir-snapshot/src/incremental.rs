@@ -1,10 +1,10 @@
-//! Incremental snapshots of RocksDB native checkpoints (B3): upload only the
+//! Incremental snapshots of RocksDB native checkpoints: upload only the
 //! SST files earlier checkpoints have not uploaded, and download a handle's
 //! files into a local directory for a native restore.
 //!
-//! Shared (immutable) files go to `shared/<uid>/<subtask>/<checkpoint>-<name>`
-//! so a name is never reused for other bytes; private files (MANIFEST,
-//! CURRENT, OPTIONS, ...) go to the checkpoint's own directory. Which files
+//! Shared (immutable) files go to [`layout::shared_file`], so a name is never
+//! reused for other bytes; private files (MANIFEST, CURRENT, OPTIONS, ...) go
+//! to the checkpoint's own directory ([`layout::private_file`]). Which files
 //! are already uploaded comes from a [`SharedFileRegistry`] that holds the
 //! completed checkpoints of *this* database's lineage: after a rescaling
 //! restore, start from an empty one. This module does not open RocksDB.
@@ -27,7 +27,7 @@ use weir_types::{
 use crate::error::{Result, SnapshotError};
 use crate::full::SnapshotStorage;
 use crate::handle::{IncrementalSnapshotHandle, SharedStateFile, StateFile};
-use crate::location::{check_file_name, resolve, shared_dir};
+use crate::layout::{self, check_file_name, join};
 use crate::registry::SharedFileRegistry;
 use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
@@ -63,7 +63,7 @@ pub struct LocalCheckpoint {
     pub files: Vec<LocalFile>,
 }
 
-/// Whose checkpoint it is and where its private files go.
+/// Whose checkpoint it is (which names its files) and how to upload them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IncrementalTarget {
     /// The operator.
@@ -72,9 +72,6 @@ pub struct IncrementalTarget {
     pub subtask: SubtaskIndex,
     /// The checkpoint being taken.
     pub checkpoint: CheckpointId,
-    /// The checkpoint's directory for this subtask, relative to the root
-    /// (e.g. `chk-7/<uid>/<subtask>`).
-    pub private_dir: String,
     /// Multipart upload part size in bytes.
     pub part_size: usize,
 }
@@ -99,7 +96,8 @@ pub fn spawn_incremental_snapshot(
     storage: &SnapshotStorage,
     target: IncrementalTarget,
 ) -> SnapshotFuture<IncrementalSnapshotHandle> {
-    let dir = shared_dir(&target.uid, target.subtask);
+    let (uid, subtask, id) = (&target.uid, target.subtask, target.checkpoint);
+    let dir = layout::shared_dir(uid, subtask);
     let plans: Vec<Plan> = checkpoint
         .files
         .iter()
@@ -108,12 +106,12 @@ pub fn spawn_incremental_snapshot(
                 Some(done) if f.shared => Plan::Reuse(done.clone()),
                 _ if f.shared => Plan::Upload {
                     local: f.clone(),
-                    relative: format!("{dir}/{}-{}", target.checkpoint, f.local_name),
+                    relative: layout::shared_file(id, uid, subtask, &f.local_name),
                     shared: true,
                 },
                 _ => Plan::Upload {
                     local: f.clone(),
-                    relative: format!("{}/{}", target.private_dir, f.local_name),
+                    relative: layout::private_file(id, uid, subtask, &f.local_name),
                     shared: false,
                 },
             },
@@ -221,7 +219,7 @@ impl IncrementalJob {
         relative: &str,
         created: &mut Vec<Path>,
     ) -> Result<StateFile> {
-        let location = resolve(&self.root, relative)?;
+        let location = join(&self.root, relative)?;
         let io_err = |operation| {
             move |source| SnapshotError::LocalIo {
                 operation,
@@ -290,7 +288,7 @@ async fn download_file(
     root: &Path,
     target: &std::path::Path,
 ) -> Result<()> {
-    let location = resolve(root, &file.path)?;
+    let location = join(root, &file.path)?;
     let io_err = |operation| {
         move |source| SnapshotError::LocalIo {
             operation,

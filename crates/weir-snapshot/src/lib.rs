@@ -1,16 +1,17 @@
 //! Snapshot files, the asynchronous part of snapshots, and restores.
 //!
 //! - [`format`]: the canonical key-group-indexed snapshot file, each key
-//!   group compressed (none, zstd, lz4) and checksummed on its own (B4).
+//!   group compressed (none, zstd, lz4) and checksummed on its own.
 //! - [`spawn_full_snapshot`]: serializes a [`FrozenKeyedState`](weir_state::FrozenKeyedState)
-//!   and streams it to an object store as a cancelable [`SnapshotFuture`] (C8).
+//!   and streams it to an object store as a cancelable [`SnapshotFuture`].
 //! - [`restore_keyed`]: fills a backend from full snapshots, reading only its
-//!   key groups, at any parallelism and across backends (P5).
+//!   key groups, at any parallelism and across backends.
 //! - [`spawn_incremental_snapshot`], [`download_incremental`] and
-//!   [`SharedFileRegistry`]: RocksDB incremental checkpoints (B3).
-//! - [`write_operator_state`] and [`read_operator_state`]: operator state files (S8).
+//!   [`SharedFileRegistry`]: RocksDB incremental checkpoints.
+//! - [`write_operator_state`] and [`read_operator_state`]: operator state files.
 //!
-//! Handles store paths relative to a root, so directories can move. This
+//! Handles store paths relative to a root, so directories can move; [`layout`]
+//! names every file and directory of checkpoint and savepoint storage. This
 //! crate never creates a tokio runtime; callers pass a [`tokio::runtime::Handle`].
 //!
 //! ```
@@ -59,7 +60,7 @@ pub mod format;
 mod full;
 mod handle;
 mod incremental;
-mod location;
+pub mod layout;
 mod operator;
 mod registry;
 mod restore;
@@ -75,7 +76,6 @@ pub use handle::{
 pub use incremental::{
     IncrementalTarget, LocalCheckpoint, LocalFile, download_incremental, spawn_incremental_snapshot,
 };
-pub use location::shared_dir;
 pub use operator::{read_operator_state, write_operator_state};
 pub use registry::SharedFileRegistry;
 pub use restore::{RestoreStats, restore_keyed};

@@ -12,7 +12,7 @@ use weir_state::OperatorStateSnapshot;
 
 use crate::error::{Result, SnapshotError};
 use crate::handle::StateFile;
-use crate::location::resolve;
+use crate::layout::join;
 
 /// Writes `snapshot` to `relative` under `root` and returns its handle.
 pub async fn write_operator_state(
@@ -21,7 +21,7 @@ pub async fn write_operator_state(
     root: &Path,
     relative: &str,
 ) -> Result<StateFile> {
-    let location = resolve(root, relative)?;
+    let location = join(root, relative)?;
     let bytes = snapshot.encode();
     let file = StateFile {
         path: relative.to_owned(),
@@ -42,7 +42,7 @@ pub async fn read_operator_state(
     store: &dyn ObjectStore,
     root: &Path,
 ) -> Result<OperatorStateSnapshot> {
-    let location = resolve(root, &file.path)?;
+    let location = join(root, &file.path)?;
     let bytes = store
         .get(&location)
         .await

@@ -1,4 +1,4 @@
-//! Reference counts of shared files across checkpoints (B3).
+//! Reference counts of shared files across checkpoints.
 //!
 //! Incremental checkpoints reuse SST files uploaded by earlier ones; a
 //! shared file may be deleted once no retained checkpoint references it.

@@ -1,4 +1,4 @@
-//! Restoring keyed state from full snapshot files, with rescaling (P5).
+//! Restoring keyed state from full snapshot files, with rescaling.
 //!
 //! Each handle's key groups are intersected with the backend's range and
 //! only those blocks are read, so one backend can be filled from several
@@ -80,19 +80,17 @@ async fn restore_full(
     }
     let ids = register_states(backend, &file)?;
     stats.files_read += 1;
-    let descriptors = &header.descriptors;
-    file.read_key_groups(store, wanted, &mut |block| {
-        for entry in block.entries(descriptors) {
-            let entry = entry.map_err(|e| SnapshotError::format(path, e))?;
-            // Indexes were checked against the header while decoding.
-            let state = ids[entry.state.0 as usize];
-            backend.ingest(StateEntry { state, ..entry })?;
-            stats.entries += 1;
-        }
-        stats.key_groups += 1;
+    file.read_entries(store, wanted, &mut |entry| {
+        // Indexes were checked against the header while decoding.
+        let state = ids[entry.state.0 as usize];
+        backend.ingest(StateEntry { state, ..entry })?;
+        stats.entries += 1;
         Ok(())
     })
-    .await
+    .await?;
+    stats.key_groups +=
+        u32::try_from(file.layout().blocks_in(wanted).len()).expect("at most 32768 key groups");
+    Ok(())
 }
 
 /// Registers the file's states in `backend`, returning the backend's id for

@@ -1,4 +1,4 @@
-//! The asynchronous part of a snapshot as a cancelable future (C8).
+//! The asynchronous part of a snapshot as a cancelable future.
 //!
 //! A [`SnapshotFuture`] owns a background tokio task that uploads what the
 //! synchronous part captured and resolves to a state handle. Canceling it
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Result, SnapshotError};
 use crate::upload::delete_all;
 
-/// Statistics of one snapshot's asynchronous part (C13).
+/// Statistics of one snapshot's asynchronous part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SnapshotMetrics {
     /// Bytes of every file the handle references (the full state size).

@@ -58,11 +58,16 @@ pub fn decode_metadata(bytes: &[u8], location: &str) -> Result<CheckpointMetadat
     }
     let body = &bytes[header.len..];
     let announced = header.body_len;
+    // Lengths come from the file: a sum that does not fit is no metadata.
+    let expected = u64::try_from(header.len)
+        .ok()
+        .and_then(|len| len.checked_add(announced))
+        .ok_or_else(|| not_metadata(location, "its header announces an impossible length"))?;
     let found = body.len() as u64;
     if found < announced {
         return Err(CheckpointError::Truncated {
             location: location.to_owned(),
-            expected: header.len as u64 + announced,
+            expected,
             found: bytes.len() as u64,
         });
     }
@@ -246,7 +251,32 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_body_length_near_u64_max_is_refused_without_overflow() {
+        // `header length + announced length` used to wrap: a panic with
+        // overflow checks, a nonsense "expected" size without.
+        let err = decode(format!("WEIRMETA 1 00000000 {}\n{{}}", u64::MAX).as_bytes())
+            .expect_err("no body is that long");
+        assert!(matches!(err, CheckpointError::NotMetadata { .. }), "{err}");
+    }
+
     proptest! {
+        #[test]
+        fn huge_declared_lengths_never_panic_and_never_claim_less_than_found(
+            announced in prop_oneof![Just(u64::MAX), u64::MAX - 4096.., any::<u64>()],
+            body in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes =
+                format!("WEIRMETA 1 {:08x} {announced}\n", crc32fast::hash(&body)).into_bytes();
+            bytes.extend_from_slice(&body);
+            match decode(&bytes) {
+                Err(CheckpointError::Truncated { expected, found, .. }) => {
+                    prop_assert!(expected > found, "expected {expected}, found {found}");
+                }
+                other => prop_assert!(other.is_err(), "{other:?}"),
+            }
+        }
+
         #[test]
         fn metadata_round_trips(
             id in 0u64..1 << 40,

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
+use object_store::path::Path;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use weir_snapshot::{KeyedStateHandle, StateFile};
 use weir_types::{
@@ -20,6 +21,7 @@ use weir_types::{
 };
 
 use crate::error::{CheckpointError, MetadataProblem, Result};
+use crate::layout;
 
 pub use encoding::{METADATA_MAGIC, decode_metadata, encode_metadata};
 
@@ -194,8 +196,11 @@ impl CheckpointMetadata {
 
     /// Checks that the metadata agrees with itself: unique uids, subtasks
     /// below the parallelism, key groups below the max parallelism, valid
-    /// descriptors. The reader runs this on every decoded file.
+    /// descriptors, and state file paths that stay inside their directory
+    /// (see [`Self::check_paths`]). The reader runs this on every decoded
+    /// file, so every command that opens a snapshot refuses the same ones.
     pub fn validate(&self) -> Result<()> {
+        self.check_paths()?;
         let problem = |problem| CheckpointError::InconsistentMetadata {
             checkpoint: self.checkpoint_id,
             problem,
@@ -242,6 +247,58 @@ impl CheckpointMetadata {
                         max_parallelism: op.max_parallelism.get(),
                     }));
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CheckpointMetadata {
+    /// Checks every path the metadata names: each state file (and inline
+    /// file) is a relative path without empty, `.` or `..` segments, so it
+    /// stays inside the directory paths are relative to; each database
+    /// file's local name is a plain file name; and a checkpoint names only
+    /// its own files (under its `chk-<n>/`) and shared ones (under
+    /// `shared/`), so deleting another checkpoint never deletes its files.
+    fn check_paths(&self) -> Result<()> {
+        let problem = |problem| CheckpointError::InconsistentMetadata {
+            checkpoint: self.checkpoint_id,
+            problem,
+        };
+        let inline = self.inline.keys().map(String::as_str);
+        for path in self
+            .files()
+            .into_iter()
+            .map(|f| f.path.as_str())
+            .chain(inline)
+        {
+            if layout::join(&Path::default(), path).is_err() {
+                return Err(problem(MetadataProblem::StatePathOutside {
+                    path: path.to_owned(),
+                }));
+            }
+            if self.kind == CheckpointKind::Checkpoint
+                && !layout::belongs_to_checkpoint(path, self.checkpoint_id)
+            {
+                return Err(problem(MetadataProblem::ForeignStateFile {
+                    path: path.to_owned(),
+                }));
+            }
+        }
+        let database_files = self
+            .operators
+            .iter()
+            .flat_map(|o| &o.subtasks)
+            .filter_map(|s| match &s.keyed {
+                Some(KeyedStateHandle::Incremental(h)) => Some(h.shared.iter().chain(&h.private)),
+                _ => None,
+            })
+            .flatten();
+        for file in database_files {
+            if layout::check_file_name(&file.local_name).is_err() {
+                return Err(problem(MetadataProblem::InvalidLocalName {
+                    name: file.local_name.clone(),
+                }));
             }
         }
         Ok(())
@@ -343,6 +400,78 @@ pub(crate) mod tests {
             meta.validate(),
             Err(CheckpointError::InconsistentMetadata {
                 problem: MetadataProblem::MissingKeyTypes { .. },
+                ..
+            })
+        ));
+    }
+
+    fn keyed_path(meta: &mut CheckpointMetadata) -> &mut String {
+        let Some(KeyedStateHandle::Full(h)) = &mut meta.operators[0].subtasks[0].keyed else {
+            unreachable!("sample has full handles");
+        };
+        &mut h.file.path
+    }
+
+    #[test]
+    fn paths_must_stay_inside_and_checkpoints_name_only_their_own_files() {
+        let problem = |meta: &CheckpointMetadata| match meta.validate() {
+            Err(CheckpointError::InconsistentMetadata { problem, .. }) => Some(problem),
+            Ok(()) => None,
+            Err(other) => panic!("{other}"),
+        };
+        for (path, checkpoint_only) in [
+            ("../elsewhere/keyed", false),
+            ("chk-3/avg/../../x", false),
+            ("/abs/keyed", false),
+            ("chk-2/avg/0/keyed", true),
+            ("other/keyed", true),
+        ] {
+            let mut meta = sample(3, 1);
+            *keyed_path(&mut meta) = path.to_owned();
+            assert!(problem(&meta).is_some(), "{path}");
+            meta.kind = CheckpointKind::Savepoint;
+            assert_eq!(problem(&meta).is_none(), checkpoint_only, "{path}");
+        }
+        let mut meta = sample(3, 1);
+        *keyed_path(&mut meta) = "shared/avg/0/2-000001.sst".to_owned();
+        assert_eq!(
+            problem(&meta),
+            None,
+            "shared files belong to every checkpoint"
+        );
+        meta.inline
+            .insert("../x".to_owned(), InlineFile(Bytes::from_static(b"x")));
+        assert!(matches!(
+            problem(&meta),
+            Some(MetadataProblem::StatePathOutside { .. })
+        ));
+    }
+
+    #[test]
+    fn database_files_need_plain_local_names() {
+        let mut meta = sample(3, 1);
+        let sub = &mut meta.operators[0].subtasks[0];
+        let file = StateFile {
+            path: "chk-3/avg/0/CURRENT".to_owned(),
+            size: 1,
+            crc32: 0,
+        };
+        sub.keyed = Some(KeyedStateHandle::Incremental(
+            weir_snapshot::IncrementalSnapshotHandle {
+                key_group_range: KeyGroupRange::new(0, 128).expect("valid"),
+                max_parallelism: MaxParallelism::new(128).expect("valid"),
+                descriptors: vec![],
+                shared: vec![],
+                private: vec![weir_snapshot::SharedStateFile {
+                    local_name: "../CURRENT".to_owned(),
+                    file,
+                }],
+            },
+        ));
+        assert!(matches!(
+            meta.validate(),
+            Err(CheckpointError::InconsistentMetadata {
+                problem: MetadataProblem::InvalidLocalName { .. },
                 ..
             })
         ));

@@ -82,10 +82,7 @@ pub async fn incremental_checkpoint(
 ) -> CheckpointMetadata {
     let mut files = Vec::new();
     for name in shared {
-        let relative = format!(
-            "{}/{name}",
-            weir_snapshot::shared_dir(&uid(), SubtaskIndex(0))
-        );
+        let relative = format!("{}/{name}", layout::shared_dir(&uid(), SubtaskIndex(0)));
         files.push(SharedStateFile {
             local_name: (*name).to_owned(),
             file: write_file(storage, &relative, name.as_bytes()).await,
@@ -150,4 +147,26 @@ pub fn local_files(dir: &std::path::Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Rewrites the local `_metadata` at `path` with its JSON body edited by
+/// `edit` and a header that matches: a hand-edited file, which the writer
+/// would refuse to produce.
+pub fn edit_metadata(path: &std::path::Path, edit: impl FnOnce(String) -> String) {
+    let bytes = std::fs::read(path).expect("readable metadata");
+    let newline = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .expect("a header line");
+    let body = String::from_utf8(bytes[newline + 1..].to_vec()).expect("a JSON body");
+    let edited = edit(body.clone());
+    assert_ne!(edited, body, "the edit changes something");
+    let mut out = format!(
+        "WEIRMETA 1 {:08x} {}\n",
+        crc32fast::hash(edited.as_bytes()),
+        edited.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(edited.as_bytes());
+    std::fs::write(path, out).expect("writable metadata");
 }

@@ -1,5 +1,5 @@
-//! Savepoints: self-contained, movable, disposable (P2, P6), and restorable
-//! at another parallelism through the restore plan (P5).
+//! Savepoints: self-contained, movable, disposable, and restorable
+//! at another parallelism through the restore plan.
 
 use std::sync::Arc;
 
@@ -14,7 +14,9 @@ use weir_checkpoint::{
 };
 use weir_types::CheckpointId;
 
-use crate::common::{content, full_checkpoint, incremental_checkpoint, job, max, uid};
+use crate::common::{
+    content, edit_metadata, full_checkpoint, incremental_checkpoint, job, max, uid,
+};
 
 #[tokio::test]
 async fn moved_savepoint_directory_restores() {
@@ -138,4 +140,46 @@ async fn savepoints_copy_shared_files_in_and_dispose_cleanly() {
         .await
         .expect("lists");
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn a_savepoint_naming_a_file_outside_it_is_refused_everywhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = StorageOptions::default();
+    let checkpoints =
+        StorageLocation::parse(&dir.path().join("ckpt").to_string_lossy(), &opts).expect("ckpt");
+    let storage = CheckpointStorage::filesystem(&checkpoints, job()).expect("storage");
+    storage
+        .complete(&full_checkpoint(&storage, 4, 1).await)
+        .await
+        .expect("completes");
+    let savepoints =
+        StorageLocation::parse(&dir.path().join("sp").to_string_lossy(), &opts).expect("sp");
+    let source = storage.open(CheckpointId(4)).await.expect("opens");
+    create_savepoint(&source, &savepoints)
+        .await
+        .expect("savepoint");
+
+    // Hand-edited: the keyed file now lies beside the savepoint, not in it.
+    let sp = dir.path().join("sp/savepoint-orders-4");
+    let outside = dir.path().join("sp/outside/keyed");
+    std::fs::create_dir_all(outside.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&outside, content(4, 0)).expect("write");
+    edit_metadata(&sp.join("_metadata"), |body| {
+        body.replace("\"chk-4/avg/0/keyed\"", "\"../outside/keyed\"")
+    });
+
+    let location = StorageLocation::parse(&sp.to_string_lossy(), &opts).expect("url");
+    let err = ResolvedSnapshot::open(&location)
+        .await
+        .expect_err("refused when opened");
+    let message = err.to_string();
+    assert!(message.contains("../outside/keyed"), "{message}");
+    let err = dispose_savepoint(&location)
+        .await
+        .expect_err("dispose refuses it too");
+    assert_eq!(err.to_string(), message, "every command says the same");
+    assert!(sp.join("_metadata").is_file(), "nothing was disposed");
+    assert!(sp.join("chk-4/avg/0/keyed").is_file());
+    assert!(outside.is_file());
 }

@@ -1,14 +1,15 @@
-//! `weir savepoint dispose` (P6): deletes a savepoint through the storage
-//! crate, which refuses anything that is not a readable savepoint, and
-//! prints every object it removed. Asks no questions: it is meant for
-//! scripts, and a checkpoint can never be disposed by mistake.
+//! `weir savepoint dispose`: deletes a savepoint through the storage crate,
+//! which refuses anything that is not a readable savepoint and deletes only
+//! `_metadata` and the state files the savepoint names (never through a
+//! symbolic link), and prints what it removed and what it left. Asks no
+//! questions: it is meant for scripts, and a checkpoint can never be
+//! disposed by mistake.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use futures::TryStreamExt;
-use weir_checkpoint::{CheckpointKind, ResolvedSnapshot, dispose_savepoint};
+use weir_checkpoint::{CheckpointKind, ResolvedSnapshot, dispose_savepoint, layout};
 
 use super::print;
 use crate::location::locate;
@@ -28,37 +29,26 @@ pub async fn run(path: &str) -> Result<ExitCode> {
             meta.job_id
         );
     }
-    let base = snapshot.base();
-    // Listed before deleting so the report names what was there; the
-    // storage crate deletes the whole directory, not only what is listed.
-    let mut objects: Vec<_> = base
-        .store()
-        .list(Some(base.root()))
-        .try_collect()
-        .await
-        .with_context(|| format!("cannot list {}", base.url()))?;
-    objects.sort_by(|a, b| a.location.cmp(&b.location));
-    dispose_savepoint(&located.dir)
+    let disposed = dispose_savepoint(&located.dir)
         .await
         .with_context(|| format!("cannot dispose {path}"))?;
-    let root = base.root().as_ref();
-    let mut out = String::new();
+    let mut out = format!("removed {}\n", layout::METADATA_FILE);
     let mut bytes = 0;
-    for object in &objects {
-        let name = object.location.as_ref();
-        let relative = name
-            .strip_prefix(root)
-            .map_or(name, |r| r.trim_start_matches('/'));
-        bytes += object.size;
-        let _ = writeln!(out, "removed {relative} ({})", render::bytes(object.size));
+    for file in &disposed.removed {
+        bytes += file.size;
+        let _ = writeln!(out, "removed {} ({})", file.path, render::bytes(file.size));
     }
+    for name in &disposed.left {
+        let _ = writeln!(out, "kept {name}: the savepoint does not name it");
+    }
+    let meta = &disposed.metadata;
     let _ = writeln!(
         out,
-        "disposed savepoint {} of job {} at {}: {}, {}",
+        "disposed savepoint {} of job {} at {}: {}, {} of state",
         meta.checkpoint_id,
         meta.job_id,
-        base.url(),
-        render::count(objects.len() as u64, "file"),
+        snapshot.base().url(),
+        render::count(disposed.removed.len() as u64 + 1, "file"),
         render::bytes(bytes)
     );
     print(&out)?;

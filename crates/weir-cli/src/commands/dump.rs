@@ -11,7 +11,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use weir_checkpoint::{OperatorStateMeta, ResolvedSnapshot};
-use weir_snapshot::format::DecodedBlock;
 use weir_snapshot::{KeyedStateHandle, SnapshotFile, SnapshotStorage};
 use weir_state::{EntryPayload, StateEntry, list_items};
 use weir_types::{KeyGroupRange, StateDescriptor, Value, ValueType, decode_key, decode_value};
@@ -205,7 +204,8 @@ impl Decoded {
 }
 
 impl Dump<'_> {
-    /// Dumps the entries of one file; false once `--limit` is reached.
+    /// Dumps the entries of one file, one key group at a time; false once
+    /// `--limit` is reached.
     async fn file(
         &mut self,
         storage: &SnapshotStorage,
@@ -213,79 +213,35 @@ impl Dump<'_> {
         subtask: u32,
         file: &SnapshotFile,
     ) -> Result<bool> {
-        let header = file.layout().header().clone();
+        let header = file.layout().header();
         // The file records its key types; older writers may have left them
         // to the metadata only.
-        let key_types = header.key_types.clone().or_else(|| op.key_types.clone());
+        let key_types = header.key_types.as_deref().or(op.key_types.as_deref());
+        let args = self.args;
         for info in file.layout().blocks() {
             let kg = u32::from(info.key_group.0);
             let range = KeyGroupRange::new(kg, kg + 1)?;
-            let mut blocks = Vec::new();
-            file.read_key_groups(&*storage.store, range, &mut |block| {
-                blocks.push(block);
+            let mut selected = Vec::new();
+            file.read_entries(&*storage.store, range, &mut |entry| {
+                if let Some(view) =
+                    select(args, op, subtask, &entry, &header.descriptors, key_types)
+                {
+                    selected.push((SortKey::of(&entry), view));
+                }
                 Ok(())
             })
             .await
             .with_context(|| format!("cannot dump operator {} subtask {subtask}", op.uid))?;
-            for block in &blocks {
-                if !self.block(
-                    op,
-                    subtask,
-                    block,
-                    &header.descriptors,
-                    key_types.as_deref(),
-                )? {
+            // Backends write a key group's entries in hash order; sorting by
+            // state and encoded key makes dumps of equal state compare equal.
+            selected.sort_by(|a, b| a.0.cmp(&b.0));
+            for (_, view) in selected {
+                if args.limit.is_some_and(|n| self.entries.len() as u64 >= n) {
+                    self.truncated = true;
                     return Ok(false);
                 }
+                self.entries.push(view);
             }
-        }
-        Ok(true)
-    }
-
-    fn block(
-        &mut self,
-        op: &OperatorStateMeta,
-        subtask: u32,
-        block: &DecodedBlock,
-        descriptors: &[StateDescriptor],
-        key_types: Option<&[ValueType]>,
-    ) -> Result<bool> {
-        let mut entries = block
-            .entries(descriptors)
-            .collect::<Result<Vec<_>, _>>()
-            .with_context(|| format!("cannot dump operator {} subtask {subtask}", op.uid))?;
-        // Backends write a key group's entries in hash order; sorting by
-        // state and encoded key makes dumps of equal state compare equal.
-        entries.sort_by_key(|e| {
-            let user_key = match e.payload {
-                EntryPayload::MapEntry { user_key, .. } => user_key,
-                EntryPayload::Value(_) | EntryPayload::List(_) => &[],
-            };
-            (e.state, e.key, e.namespace, user_key)
-        });
-        for entry in entries {
-            let Some(d) = descriptors.get(entry.state.0 as usize) else {
-                continue;
-            };
-            if self.args.state.as_ref().is_some_and(|s| s != &d.name) {
-                continue;
-            }
-            let view = entry_view(op, subtask, &entry, d, key_types);
-            if let Some(wanted) = &self.args.key
-                && &view.key != wanted
-                && view.key_unquoted.as_ref() != Some(wanted)
-            {
-                continue;
-            }
-            if self
-                .args
-                .limit
-                .is_some_and(|n| self.entries.len() as u64 >= n)
-            {
-                self.truncated = true;
-                return Ok(false);
-            }
-            self.entries.push(view);
         }
         Ok(true)
     }
@@ -325,6 +281,46 @@ impl Dump<'_> {
         text.push('\n');
         text
     }
+}
+
+/// How a key group's entries are ordered: state, key, namespace, map key.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct SortKey(u32, Vec<u8>, Vec<u8>, Vec<u8>);
+
+impl SortKey {
+    fn of(entry: &StateEntry<'_>) -> Self {
+        let user_key = match entry.payload {
+            EntryPayload::MapEntry { user_key, .. } => user_key,
+            EntryPayload::Value(_) | EntryPayload::List(_) => &[],
+        };
+        Self(
+            entry.state.0,
+            entry.key.to_vec(),
+            entry.namespace.to_vec(),
+            user_key.to_vec(),
+        )
+    }
+}
+
+/// The entry as dumped, if `--state` and `--key` select it.
+fn select(
+    args: &DumpArgs,
+    op: &OperatorStateMeta,
+    subtask: u32,
+    entry: &StateEntry<'_>,
+    descriptors: &[StateDescriptor],
+    key_types: Option<&[ValueType]>,
+) -> Option<EntryView> {
+    let d = descriptors.get(entry.state.0 as usize)?;
+    if args.state.as_ref().is_some_and(|s| s != &d.name) {
+        return None;
+    }
+    let view = entry_view(op, subtask, entry, d, key_types);
+    let wanted = args.key.as_ref();
+    if wanted.is_some_and(|k| &view.key != k && view.key_unquoted.as_ref() != Some(k)) {
+        return None;
+    }
+    Some(view)
 }
 
 fn entry_view(

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use object_store::ObjectStoreExt;
 use weir_checkpoint::{OperatorStateMeta, ResolvedSnapshot, layout};
 use weir_snapshot::format::SnapshotLayout;
-use weir_snapshot::{FullSnapshotHandle, KeyedStateHandle, StateFile};
+use weir_snapshot::{FormatError, FullSnapshotHandle, KeyedStateHandle, StateFile};
 use weir_state::OperatorStateSnapshot;
 
 use super::{open, print};
@@ -226,26 +226,12 @@ fn check_full(
     }
     let mut entries = 0u64;
     for info in layout.blocks() {
-        let stored = usize::try_from(info.offset)
-            .ok()
-            .zip(usize::try_from(info.length).ok())
-            .and_then(|(from, len)| bytes.get(from..from.checked_add(len)?))
-            .unwrap_or_default();
-        let block = match layout.decode_block(info, stored) {
-            Ok(block) => block,
-            Err(e) => {
-                problems.push(e.to_string());
-                continue;
-            }
-        };
-        for entry in block.entries(&header.descriptors) {
-            match entry {
-                Ok(_) => entries += 1,
-                Err(e) => {
-                    problems.push(e.to_string());
-                    break;
-                }
-            }
+        let counted = layout.read_block(info, info.stored_in(bytes, 0), &mut |_| {
+            entries += 1;
+            Ok::<_, FormatError>(())
+        });
+        if let Err(e) = counted {
+            problems.push(e.to_string());
         }
     }
     if problems.is_empty() && entries != handle.entries {

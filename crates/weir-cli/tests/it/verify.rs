@@ -2,7 +2,7 @@
 
 use std::fs::OpenOptions;
 
-use crate::common::{fixture, path, weir};
+use crate::common::{assert_one_line_error, fixture, path, weir};
 
 #[test]
 fn a_sound_savepoint_and_checkpoint_verify() {
@@ -78,4 +78,24 @@ fn a_missing_file_is_found() {
         run.stdout
     );
     assert!(run.stdout.contains("missing"), "{}", run.stdout);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_state_file_is_reported_not_read() {
+    let f = fixture();
+    let file = f.savepoint.join("chk-3/counts/0/keyed");
+    let copy = f.checkpoints.join("copy-of-keyed");
+    std::fs::rename(&file, &copy).expect("move");
+    std::os::unix::fs::symlink(&copy, &file).expect("link");
+    let run = weir(&["savepoint", "verify", path(&f.savepoint)]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("FAIL  counts/0 keyed"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("symbolic link"), "{}", run.stdout);
+    let run = weir(&["savepoint", "dump", path(&f.savepoint)]);
+    assert_one_line_error(&run, "symbolic link");
 }

@@ -93,7 +93,6 @@ impl Lineage<'_> {
             uid: self.uid.clone(),
             subtask: SubtaskIndex(0),
             checkpoint: id,
-            private_dir: format!("chk-{}/{}/0", id.0, self.uid),
             part_size: 8 << 20,
         };
         let upload = spawn_incremental_snapshot(

@@ -1,6 +1,6 @@
 //! The asynchronous part of a subtask snapshot: the keyed state as one
 //! key-group-indexed full snapshot file (zstd per key group) and the operator
-//! state as one file, both under `layout::subtask_dir(checkpoint, uid, subtask)`.
+//! state as one file, both named by `layout`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,11 +20,6 @@ use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, Value
 
 use super::Subtask;
 use crate::error::{HostError, Result};
-
-/// The file name of a subtask's keyed state inside its checkpoint directory.
-const KEYED_FILE: &str = "keyed";
-/// The file name of a subtask's operator state inside its checkpoint directory.
-const OPERATOR_FILE: &str = "operator";
 
 /// A frozen subtask state (the synchronous part of a snapshot); uploading
 /// it is the asynchronous part. Later writes to the subtask never show in it.
@@ -82,17 +77,18 @@ impl SubtaskSnapshot {
         self.key_types.as_deref()
     }
 
-    /// Spawns the upload on `runtime` under
-    /// `layout::subtask_dir(checkpoint, uid, subtask)` of `storage`: the
-    /// keyed file if keyed states are registered, the operator state file if
-    /// operator states are.
+    /// Spawns the upload on `runtime` into `storage`: the keyed file
+    /// (`layout::keyed_state_file`) if keyed states are registered, the
+    /// operator state file (`layout::operator_state_file`) if operator
+    /// states are.
     pub fn upload(
         self,
         runtime: &Handle,
         storage: &SnapshotStorage,
         checkpoint: CheckpointId,
     ) -> UploadFuture {
-        let dir = layout::subtask_dir(checkpoint, &self.uid, self.subtask);
+        let keyed_file = layout::keyed_state_file(checkpoint, &self.uid, self.subtask);
+        let operator_file = layout::operator_state_file(checkpoint, &self.uid, self.subtask);
         // An operator without keyed states stores no keyed file, so its
         // `_metadata` needs no key types.
         let keyed = (!self.keyed.descriptors().is_empty()).then(|| {
@@ -100,7 +96,7 @@ impl SubtaskSnapshot {
                 runtime,
                 self.keyed,
                 storage,
-                &format!("{dir}/{KEYED_FILE}"),
+                &keyed_file,
                 FullSnapshotOptions {
                     key_types: self.key_types,
                     ..FullSnapshotOptions::default()
@@ -120,9 +116,8 @@ impl SubtaskSnapshot {
             } else if seen.load(Ordering::Acquire) {
                 return Err(SnapshotError::Cancelled.into());
             } else {
-                let relative = format!("{dir}/{OPERATOR_FILE}");
                 let file =
-                    write_operator_state(&operator, &*storage.store, &storage.root, &relative)
+                    write_operator_state(&operator, &*storage.store, &storage.root, &operator_file)
                         .await?;
                 metrics.state_size += file.size;
                 metrics.uploaded_size += file.size;

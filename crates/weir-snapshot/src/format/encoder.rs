@@ -9,7 +9,7 @@ use weir_types::KeyGroup;
 
 use super::block::{encode_entry, payload_fits};
 use super::layout::{encode_footer, encode_index, encode_prelude};
-use super::{BlockInfo, SnapshotHeader};
+use super::{BlockInfo, MAX_BLOCK_RAW_LEN, SnapshotHeader};
 use crate::error::{Result, SnapshotError};
 
 /// What was written, known once the file is finished.
@@ -121,6 +121,13 @@ impl SnapshotEncoder {
         self.last = Some(key_group);
         if entries == 0 {
             return Ok(None);
+        }
+        if self.raw.len() as u64 > MAX_BLOCK_RAW_LEN {
+            return Err(SnapshotError::InvalidEntry {
+                key_group,
+                reason: "the key group holds more than 4 GiB, the most one block may hold; \
+                         spread the state over more key groups (a higher max parallelism)",
+            });
         }
         let stored = self.header.compression.compress(&self.raw);
         let info = BlockInfo {

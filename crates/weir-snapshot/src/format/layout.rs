@@ -16,9 +16,11 @@
 
 use std::ops::Range;
 
+use weir_state::StateEntry;
 use weir_types::{FORMAT_VERSION, KeyGroup, KeyGroupRange};
 
-use super::{DecodedBlock, SnapshotHeader};
+use super::SnapshotHeader;
+use super::block::read_entries;
 use crate::error::{FormatError, Section};
 
 /// The first and last eight bytes of every snapshot file.
@@ -51,6 +53,17 @@ impl BlockInfo {
     /// The stored bytes' range in the file.
     pub fn range(&self) -> Range<u64> {
         self.offset..self.offset + self.length
+    }
+
+    /// The stored bytes of this block in `file`, a whole file (or the part
+    /// of it from `start` on) held in memory; short or empty when `file`
+    /// ends early, which [`SnapshotLayout::read_block`] reports as truncated.
+    pub fn stored_in<'a>(&self, file: &'a [u8], start: u64) -> &'a [u8] {
+        usize::try_from(self.offset.saturating_sub(start))
+            .ok()
+            .zip(usize::try_from(self.length).ok())
+            .and_then(|(from, len)| file.get(from..from.checked_add(len)?))
+            .unwrap_or_default()
     }
 }
 
@@ -196,26 +209,35 @@ impl SnapshotLayout {
         Some(blocks.first()?.offset..blocks.last()?.range().end)
     }
 
-    /// Checks and decompresses one block from its stored bytes.
-    pub fn decode_block(
+    /// Checks one block's stored bytes against its index record (length,
+    /// CRC-32, the expansion limits of [`Compression`](super::Compression))
+    /// and hands each of its entries to `visit`, in order, checked against
+    /// the header's descriptors; stops at the first error, of either.
+    ///
+    /// Memory stays bounded by the bytes given, never by what the index
+    /// claims: a zstd block is decompressed as its entries are read, so a
+    /// reader holds about one entry at a time.
+    pub fn read_block<E: From<FormatError>>(
         &self,
         info: &BlockInfo,
         stored: &[u8],
-    ) -> Result<DecodedBlock, FormatError> {
+        visit: &mut dyn FnMut(StateEntry<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let section = Section::KeyGroup(info.key_group);
         if stored.len() as u64 != info.length {
             return Err(FormatError::Truncated {
                 section,
                 needed: info.length,
                 available: stored.len() as u64,
-            });
+            }
+            .into());
         }
         check_crc(section, info.crc32, stored)?;
         let raw = self
             .header
             .compression
-            .decompress(section, stored, info.raw_length)?;
-        Ok(DecodedBlock::new(info.key_group, raw, info.entries))
+            .open(section, stored, info.raw_length)?;
+        read_entries(raw, info, &self.header.descriptors, visit)
     }
 }
 

@@ -38,7 +38,6 @@ fn target(checkpoint: u64) -> IncrementalTarget {
         uid: OperatorUid::new("op").expect("valid"),
         subtask: SubtaskIndex(0),
         checkpoint: CheckpointId(checkpoint),
-        private_dir: format!("chk-{checkpoint}/op/0"),
         part_size: 1000,
     }
 }
