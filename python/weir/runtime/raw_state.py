@@ -122,12 +122,15 @@ class RawState:
         return self._operator_out
 
     def write(self) -> None:
-        """Stores what this snapshot wrote (or, if nothing, what was read: only the
-        subtask's own key groups stay after a rescale)."""
+        """Stores what this snapshot wrote (or, if nothing, what the subtask holds:
+        after a rescale only its own key groups stay). What is stored becomes what
+        later writes keep, until a snapshot writes again."""
         if self._keyed_id is not None:
             parts = self._keyed_out.parts if self._keyed_out is not None else self.keyed_inputs()
             self._session.set_operator_state(self._keyed_id, sorted(parts.items()))
+            self._keyed_in = dict(parts)
         if self._operator_id is not None:
             blobs = self._operator_out.parts if self._operator_out is not None else self.operator_inputs()
             self._session.set_operator_state(self._operator_id, blobs)
+            self._operator_in = list(blobs)
         self._keyed_out = self._operator_out = None
