@@ -47,7 +47,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -237,7 +237,8 @@ class KeyedOperatorHarness:
     @property
     def functions(self) -> list[KeyedProcessFunction | VectorizedKeyedFunction]:
         """Each subtask's copy of the function, by subtask index (to inspect in tests)."""
-        return [runner.function for runner in self._runners]
+        # The harness only takes keyed functions, so its runners hold nothing else.
+        return [cast("KeyedProcessFunction | VectorizedKeyedFunction", r.function) for r in self._runners]
 
     def outputs(self) -> list[Any]:
         """Every output so far, in order."""

@@ -28,7 +28,9 @@ RAW_KEYED_STATE: Final = "__weir_raw_keyed"
 RAW_OPERATOR_STATE: Final = "__weir_raw_operator"
 """The operator state holding a subtask's raw operator state."""
 
-_KEYED_ITEM = value_type(Types.ROW_NAMED(["key_group", "data"], [Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE())]))
+_KEYED_ITEM = value_type(
+    Types.ROW_NAMED(["key_group", "data"], [Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE())])
+)
 _OPERATOR_ITEM = value_type(Types.PRIMITIVE_ARRAY(Types.BYTE()))
 
 
@@ -83,7 +85,9 @@ class RawState:
 
     def _operator(self) -> int:
         if self._operator_id is None:
-            self._operator_id = self._session.register_operator_state(RAW_OPERATOR_STATE, "split", _OPERATOR_ITEM)
+            self._operator_id = self._session.register_operator_state(
+                RAW_OPERATOR_STATE, "split", _OPERATOR_ITEM
+            )
         return self._operator_id
 
     def _check_keyed(self) -> None:

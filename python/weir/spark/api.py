@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType, _parse_datatype_string
 
-from weir.config import CheckpointConfig, StateBackend
+from weir.config import CheckpointConfig, CheckpointingMode, StateBackend
 from weir.exceptions import InvalidArgumentError
 from weir.spark import restart
 from weir.spark.driver import SavepointRequest
@@ -209,7 +209,7 @@ class StreamJob:
 
     # -- building -----------------------------------------------------------
 
-    def enable_checkpointing(self, interval_ms: int, mode: str = "exactly_once") -> StreamJob:
+    def enable_checkpointing(self, interval_ms: int, mode: CheckpointingMode = "exactly_once") -> StreamJob:
         """Checkpoints every ``interval_ms``; see :class:`~weir.CheckpointConfig` for the rest."""
         return self.set_checkpoint_config(CheckpointConfig(interval_ms=interval_ms, mode=mode))
 
@@ -261,7 +261,12 @@ class StreamJob:
             raise InvalidArgumentError("the job has no sink: call .sink_to(sink, uid=...)")
         check_uids([chain.source_uid, *(s.uid for s in chain.steps), chain.sink_uid])
         return JobGraph(
-            chain.source, chain.source_uid, tuple(chain.steps), tuple(chain.transforms), chain.sink, chain.sink_uid
+            chain.source,
+            chain.source_uid,
+            tuple(chain.steps),
+            tuple(chain.transforms),
+            chain.sink,
+            chain.sink_uid,
         )
 
     # -- savepoints (thread-safe: call while execute() runs) ----------------

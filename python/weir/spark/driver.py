@@ -45,7 +45,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from weir.exceptions import WeirError
 from weir.coordinator import (
     BarrierInjected,
     CheckpointAborted,
@@ -57,6 +56,7 @@ from weir.coordinator import (
     JobFailed,
     LeaseLost,
 )
+from weir.exceptions import WeirError
 from weir.spark.restart import RestartStrategy, fixed_delay
 
 __all__ = [
@@ -449,7 +449,10 @@ class Driver:
         if point.path is not None:
             dropped = f"; dropped state of {', '.join(point.dropped)}" if point.dropped else ""
             effects.append(
-                Log(f"restored from {point.path} (checkpoint {point.checkpoint_id}, cut epoch {point.cut}){dropped}")
+                Log(
+                    f"restored from {point.path} (checkpoint {point.checkpoint_id}, "
+                    f"cut epoch {point.cut}){dropped}"
+                )
             )
             # Output the restored checkpoint covers is published by the sink's recovery.
             self.published_up_to = max(self.published_up_to, point.cut or 0)
@@ -488,7 +491,9 @@ class Driver:
             effects.append(Log(f"{event.kind} {event.id} aborted: {event.reason}"))
             request = self.awaiting.pop(event.id, None)
             if request is not None:
-                effects.append(ResolveSavepoint(request, error=f"savepoint {event.id} failed: {event.reason}"))
+                effects.append(
+                    ResolveSavepoint(request, error=f"savepoint {event.id} failed: {event.reason}")
+                )
             if event.id == self.stop_savepoint:
                 # The job goes on; the user may ask again.
                 self.stop_savepoint = None

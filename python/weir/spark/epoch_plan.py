@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -19,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from weir.exceptions import InvalidArgumentError
 from weir.spark.routing import key_group_column, routing_column, subtask_column
 from weir.spark.tasks import KEY_GROUP, MARKER, ROUTE, OperatorTask
+from weir.spark.waterfall import Totals
 from weir.spark.worker import run_epoch_task
 from weir.types import ValueType, value_type
 
@@ -58,6 +60,7 @@ def epoch_frame(
     frame: DataFrame | None,
     task_of: Callable[[StatefulStep], OperatorTask],
     records: Accumulator[int],
+    phases: Accumulator[Totals],
     learned: Callable[[StatefulStep, DataFrame], None],
 ) -> DataFrame | None:
     """The epoch's output rows (``None`` when there is neither input nor a stateful step).
@@ -77,8 +80,7 @@ def epoch_frame(
         routed = _routed(spark, step, frame)
         counter = records if first else None
         frame = routed.mapInArrow(
-            lambda batches, task=task, counter=counter: run_epoch_task(task, batches, counter),
-            step.output_schema,
+            partial(run_epoch_task, task, records=counter, phases=phases), step.output_schema
         )
         first = False
     if frame is not None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from weir import _internal
     from weir.spark.runner import JobResult
+    from weir.spark.waterfall import EpochWaterfall
 
 log = logging.getLogger("weir.spark")
 
@@ -41,8 +42,13 @@ class Progress:
         """The last epoch's Spark job took ``seconds``."""
         self.last_epoch_s = seconds
 
-    def epoch_done(self, epoch: int, coordinator: _internal.Coordinator) -> None:
-        """Epoch ``epoch`` is final: its records, time, and the latest checkpoint."""
+    def epoch_done(
+        self, epoch: int, coordinator: _internal.Coordinator, waterfall: EpochWaterfall | None
+    ) -> None:
+        """Epoch ``epoch`` is final: its records, time, and the latest checkpoint;
+        where its time went at debug level."""
+        if waterfall is not None:
+            self.log(waterfall.render(), debug=True)
         if not self.enabled:
             return
         total = int(self.records.value)

@@ -31,14 +31,15 @@ from weir.spark import driver as d
 from weir.spark.epoch_plan import StepInput, epoch_frame, learn_input
 from weir.spark.progress import Progress
 from weir.spark.tasks import Barrier, HostAccess, OperatorSpec, OperatorTask
+from weir.spark.waterfall import EpochWaterfall, PhaseTimes
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from pyspark.sql import DataFrame
 
-    from weir.spark.api import StreamJob
     from weir.coordinator import CoordinatorEvent
+    from weir.spark.api import StreamJob
     from weir.spark.graph import JobGraph, StatefulStep
     from weir.spark.sources import EpochInput
 
@@ -63,6 +64,8 @@ class JobResult:
     completed checkpoint or savepoint: epochs past the cut ran during its upload."""
     stats: dict[str, Any] = field(default_factory=dict)
     """The coordinator's checkpoint statistics at the end."""
+    waterfalls: list[EpochWaterfall] = field(default_factory=list)
+    """Where each successful epoch's time went (driver steps, task phases)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,11 @@ class Runner:
         self.graph = graph
         self.on_epoch = on_epoch
         self.config = job.checkpoint_config or NO_CHECKPOINTS
-        origin = _internal.latest_checkpoint(job.checkpoint_dir, job.name) if job.restore == "latest" else job.restore
+        origin = (
+            _internal.latest_checkpoint(job.checkpoint_dir, job.name)
+            if job.restore == "latest"
+            else job.restore
+        )
         self.driver = d.Driver(
             d.DriverOptions(
                 exactly_once=self.config.mode == "exactly_once",
@@ -118,6 +125,9 @@ class Runner:
         self.tickets: dict[str, tuple[RestoreTicket, ...]] = {}
         self.restore_cut: int | None = None
         self.records = job.spark.sparkContext.accumulator(0)
+        self.phases = job.spark.sparkContext.accumulator({}, PhaseTimes())
+        self.waterfall: EpochWaterfall | None = None
+        self.plan_seconds = 0.0
         self.progress = Progress(job.name, enabled=job.progress, records=self.records)
         self.result = JobResult()
 
@@ -177,7 +187,8 @@ class Runner:
         started: list[d.SavepointStarted] = []
         for effect in effects:
             if isinstance(effect, d.Publish):
-                self.graph.sink.publish_up_to(effect.up_to)
+                with self.timed("publish"):
+                    self.graph.sink.publish_up_to(effect.up_to)
             elif isinstance(effect, d.RecordFinal):
                 self.record_final(effect)
             elif isinstance(effect, d.TriggerSavepoint):
@@ -193,12 +204,19 @@ class Runner:
 
     # -- effects -----------------------------------------------------------------
 
+    def timed(self, step: str) -> Any:
+        """Adds the time of the ``with`` block to the current epoch's driver step ``step``."""
+        return _DriverStep(self.waterfall, step)
+
     def record_final(self, effect: d.RecordFinal) -> None:
         assert self.coordinator is not None
-        sinks = {self.graph.sink_uid: self.graph.sink.handle()}
-        self.coordinator.epoch_final(effect.epoch, json.dumps(effect.positions), json.dumps(sinks))
+        with self.timed("record"):
+            sinks = {self.graph.sink_uid: self.graph.sink.handle()}
+            self.coordinator.epoch_final(effect.epoch, json.dumps(effect.positions), json.dumps(sinks))
         self.result.epochs = self.driver.epochs_succeeded
-        self.progress.epoch_done(effect.epoch, self.coordinator)
+        if self.waterfall is not None:
+            self.result.waterfalls.append(self.waterfall)
+        self.progress.epoch_done(effect.epoch, self.coordinator, self.waterfall)
         if self.on_epoch is not None:
             self.on_epoch(
                 EpochProgress(
@@ -285,7 +303,9 @@ class Runner:
         generation_position = self.driver.generation.position if self.driver.generation else None
         steps = self.graph.steps
         parallelism = steps[0].parallelism if steps else self.job.parallelism
+        started = time.perf_counter()
         planned = self.graph.source.plan(self.job.spark, generation_position, parallelism)
+        self.plan_seconds = time.perf_counter() - started
         self.planned = planned if planned.frame is not None else None
         return d.InputPlanned(planned.frame is not None, planned.position, planned.exhausted)
 
@@ -294,23 +314,34 @@ class Runner:
         if order.data:
             assert self.planned is not None
             frame = self.planned.frame
+        self.waterfall = EpochWaterfall(order.epoch, {"plan": self.plan_seconds if order.data else 0.0})
+        self.phases.value = {}
         started = time.monotonic()
         # Building the plan runs Spark's analysis: an error there is the job's
         # definition (a missing column, a bad schema), not a failure to retry.
-        output = epoch_frame(
-            self.job.spark, self.graph, frame, lambda step: self.task(order, step), self.records, self.learn
-        )
+        with self.timed("build"):
+            output = epoch_frame(
+                self.job.spark,
+                self.graph,
+                frame,
+                lambda step: self.task(order, step),
+                self.records,
+                self.phases,
+                self.learn,
+            )
         try:
-            if order.data:
-                assert output is not None
-                self.graph.sink.write_epoch(output, order.epoch)
-            elif output is not None:
-                # Markers only: nothing reaches the sink, but every task must run.
-                output.write.format("noop").mode("overwrite").save()
+            with self.timed("spark_job"):
+                if order.data:
+                    assert output is not None
+                    self.graph.sink.write_epoch(output, order.epoch)
+                elif output is not None:
+                    # Markers only: nothing reaches the sink, but every task must run.
+                    output.write.format("noop").mode("overwrite").save()
         except AnalysisException:
             raise
         except Exception as error:  # noqa: BLE001 - any task failure restores the job
             return d.EpochFailed(order.epoch, error)
+        self.waterfall.tasks = dict(self.phases.value)
         self.progress.epoch_ran(time.monotonic() - started)
         return d.EpochSucceeded(order.epoch)
 
@@ -372,6 +403,21 @@ class Runner:
         return result
 
 
+class _DriverStep:
+    """Times a driver step of the current epoch's waterfall (nothing without one)."""
+
+    def __init__(self, waterfall: EpochWaterfall | None, step: str) -> None:
+        self.waterfall, self.step = waterfall, step
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *_: object) -> None:
+        if self.waterfall is not None:
+            driver = self.waterfall.driver
+            driver[self.step] = driver.get(self.step, 0.0) + time.perf_counter() - self.started
+
+
 def _coordinator_addresses(job: StreamJob) -> dict[str, str]:
     """Where the coordinator listens and what executors are told: the addresses
     Spark's own driver uses. It binds to ``spark.driver.bindAddress`` (else
@@ -392,4 +438,3 @@ def _failure(error: BaseException) -> BaseException:
     failure = WeirError(str(error))
     failure.__cause__ = error
     return failure
-

@@ -23,42 +23,55 @@ from weir.functions import VectorizedKeyedFunction
 from weir.runtime import OperatorRunner
 from weir.spark import _host
 from weir.spark.tasks import INTERNAL_COLUMNS, KEY_GROUP, MARKER, OperatorSpec, OperatorTask
+from weir.spark.waterfall import TaskClock, Totals
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
 
 
 def run_epoch_task(
-    task: OperatorTask, batches: Iterator[pa.RecordBatch], records: Accumulator[int] | None
+    task: OperatorTask,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    records: Accumulator[int] | None,
+    phases: Accumulator[Totals],
 ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of one operator in one epoch (see the module
-    docs); counts the records it processed into ``records`` if given."""
+    docs); counts the records it processed into ``records`` if given, and its
+    phases' times into ``phases``."""
     context = TaskContext.get()
     if context is None:
         raise StateError("a Weir epoch task must run inside a Spark task")
     partition = context.partitionId()
     attempt = context.taskAttemptId() % ATTEMPT_IDS
     op = task.operator
-    session = _host.open_session(task, partition)
+    clock = TaskClock()
+    with clock.phase("attach"):
+        session = _host.open_session(task, partition)
     if task.barrier is not None:
-        _host.take_barrier(session, task)
-    session.begin(task.epoch, attempt, task.final_epoch)
-    # The task fails as a whole on any error (its writes are dropped on retry), so the
-    # runner may keep state cached across batches and write it back once, at the end.
-    runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
-    runner.open()
-    if task.notify_complete is not None:
-        runner.notify_checkpoint_complete(task.notify_complete)
+        with clock.phase("barrier"):
+            _host.take_barrier(session, task)
+    with clock.phase("begin"):
+        session.begin(task.epoch, attempt, task.final_epoch)
+        # The task fails as a whole on any error (its writes are dropped on retry), so the
+        # runner may keep state cached across batches and write it back once, at the end.
+        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
+        runner.open()
+        if task.notify_complete is not None:
+            runner.notify_checkpoint_complete(task.notify_complete)
     key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
     count = records.add if records is not None else _ignore
-    yield from process_batches(runner, op, batches, key_range, partition, count)
-    # Functions live for one task, and every task ends at a potential cut, so
-    # a CheckpointedFunction hands its in-memory data to operator state at the
-    # end of every task; the id is the checkpoint this epoch may become the
-    # cut of (0 when none is pending).
-    runner.snapshot_state(task.pending_checkpoint or 0)
-    runner.close()
-    session.commit(task.epoch, attempt)
+    yield from process_batches(runner, op, clock.timed("input", batches), key_range, partition, count, clock)
+    with clock.phase("write_back"):
+        # Functions live for one task, and every task ends at a potential cut, so
+        # a CheckpointedFunction hands its in-memory data to operator state at the
+        # end of every task; the id is the checkpoint this epoch may become the
+        # cut of (0 when none is pending).
+        runner.snapshot_state(task.pending_checkpoint or 0)
+        runner.close()
+    with clock.phase("commit"):
+        session.commit(task.epoch, attempt)
+    phases.add(clock.totals())
 
 
 def process_batches(
@@ -68,6 +81,7 @@ def process_batches(
     key_range: tuple[int, int],
     partition: int,
     count: Callable[[int], object],
+    clock: TaskClock,
 ) -> Iterator[pa.RecordBatch]:
     """The per-batch loop of a task: drops marker rows, checks the rows' key
     groups, runs the function on each batch and yields its output batches;
@@ -82,24 +96,31 @@ def process_batches(
         count(data.num_rows)
         values = data.drop_columns(list(INTERNAL_COLUMNS))
         if not keyed:
-            columns = [values.column(c).to_pylist() for c in op.value_columns]
-            outputs = runner.process(list(zip(*columns, strict=True)))
+            with clock.phase("function"):
+                unkeyed = [values.column(c).to_pylist() for c in op.value_columns]
+                outputs = runner.process(list(zip(*unkeyed, strict=True)))
             if outputs:
-                yield _to_batch(outputs, op.output_schema)
+                with clock.phase("output"):
+                    out = _to_batch(outputs, op.output_schema)
+                yield out
             continue
         key_groups = data.column(KEY_GROUP)
         _check_partition(key_groups, key_range, partition)
         groups = key_groups.to_pylist()
         if vectorized:
-            out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
-            if out is not None and out.num_rows:
-                yield out
+            with clock.phase("function"):
+                arrow_out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
+            if arrow_out is not None and arrow_out.num_rows:
+                yield arrow_out
             continue
-        columns = {c: values.column(c).to_pylist() for c in op.value_columns}
-        elements = list(zip(*columns.values(), strict=True))
-        outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
+        with clock.phase("function"):
+            columns = {c: values.column(c).to_pylist() for c in op.value_columns}
+            elements = list(zip(*columns.values(), strict=True))
+            outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
         if outputs:
-            yield _to_batch(outputs, op.output_schema)
+            with clock.phase("output"):
+                out = _to_batch(outputs, op.output_schema)
+            yield out
 
 
 def _ignore(_: int) -> None:
@@ -118,7 +139,9 @@ def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition
         )
 
 
-def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...] | None, converted: dict[str, list[Any]]) -> list[Any]:
+def _keys(
+    values: pa.RecordBatch, key_columns: tuple[str, ...] | None, converted: dict[str, list[Any]]
+) -> list[Any]:
     """The key of each row; ``converted`` holds columns already converted to Python."""
 
     assert key_columns is not None, "only keyed operators have keys"

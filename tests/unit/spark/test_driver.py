@@ -10,6 +10,14 @@ from typing import Any
 
 import pytest
 
+from weir.coordinator import (
+    BarrierInjected,
+    CheckpointAborted,
+    CheckpointCompleted,
+    CheckpointTriggered,
+    JobFailed,
+    LeaseLost,
+)
 from weir.spark.driver import (
     CancelUploads,
     Driver,
@@ -26,22 +34,14 @@ from weir.spark.driver import (
     RecordFinal,
     ResolveSavepoint,
     Restore,
+    Restored,
     RestoreFailed,
     RestorePoint,
-    Restored,
     RunEpoch,
     SavepointRequest,
     SavepointStarted,
     TriggerSavepoint,
     Wait,
-)
-from weir.coordinator import (
-    BarrierInjected,
-    CheckpointAborted,
-    CheckpointCompleted,
-    CheckpointTriggered,
-    JobFailed,
-    LeaseLost,
 )
 from weir.spark.restart import fixed_delay, no_restart
 
@@ -70,7 +70,9 @@ class Shell:
         assert isinstance(first.action, Restore) and first.action.first
         return self.step(Restored(point or RestorePoint.empty()))
 
-    def run_data_epoch(self, position: int, exhausted: bool = False, events: tuple[Any, ...] = ()) -> EpochOrder:
+    def run_data_epoch(
+        self, position: int, exhausted: bool = False, events: tuple[Any, ...] = ()
+    ) -> EpochOrder:
         """Plans input, runs the epoch it orders, and reports success."""
         decision = self.step(InputPlanned(True, {"next": position}, exhausted), events)
         assert isinstance(decision.action, RunEpoch), decision
