@@ -10,6 +10,7 @@ VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 SYS_PACKAGES := libclang-dev clang
 EXT_STAMP := $(VENV)/.weir-ext
+BINS_STAMP := $(CARGO_TARGET_DIR)/.weir-bins
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock
 
 .PHONY: help
@@ -36,9 +37,13 @@ $(EXT_STAMP): $(VENV)/.installed $(RUST_SOURCES) pyproject.toml
 	VIRTUAL_ENV=$(VENV) $(VENV)/bin/maturin develop --release --quiet
 	touch $@
 
+# The `weir` CLI and the `weir-host` binary: what the demo and the Python tests run.
+$(BINS_STAMP): $(RUST_SOURCES)
+	cargo build --release --quiet -p weir-cli -p weir-host --bins
+	touch $@
+
 .PHONY: build
-build: sys-deps venv $(EXT_STAMP) ## Build the Rust workspace and install the extension into .venv
-	cargo build --release --workspace --all-targets --quiet
+build: sys-deps venv $(EXT_STAMP) $(BINS_STAMP) ## Install the extension into .venv and build the weir and weir-host binaries
 
 .PHONY: test-rust
 test-rust: sys-deps venv ## Rust unit, property and integration tests (S3 tests use moto from .venv)
@@ -49,7 +54,7 @@ test-python: build ## Python tests (pytest), including Spark ones
 	$(PY) -m pytest
 
 .PHONY: test
-test: test-rust test-python ## Every test: what CI runs
+test: lint test-rust test-python ## Every check and test: what CI runs
 
 .PHONY: demo
 demo: build ## The main job: CountWindowAverage on Spark local mode, a failure, a savepoint, a rescaled resume
@@ -62,7 +67,7 @@ bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark p
 	$(PY) benchmarks/checkpoints.py $(filter --quick,$(ARGS))
 
 .PHONY: lint
-lint: build ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest
+lint: sys-deps venv $(EXT_STAMP) ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 	ci/check-no-pyo3.sh

@@ -7,7 +7,7 @@ Each record does one ``value()`` and one ``update()`` of a ``ValueState[int]``
   Python dict, driven by the same loop: the baseline the target refers to
   (Weir >= 60% of it);
 * ``dict loop``: a bare ``d[k] = d.get(k, 0) + 1`` loop, the floor of Python;
-* ``runner``: ``weir.runtime.KeyedOperatorRunner.process`` on a session of
+* ``runner``: ``weir.runtime.OperatorRunner.process`` on a session of
   the in-process engine (what a Spark worker does per batch; one epoch);
 * ``harness``: ``KeyedOperatorHarness.process_elements`` (adds the key
   selector, key groups and routing over subtasks);
@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
-from weir.runtime import KeyedOperatorRunner
+from weir.runtime import OperatorRunner
 from weir.testing import KeyedOperatorHarness
 from weir.types import value_type
 
@@ -113,7 +113,7 @@ def main() -> None:
             nonlocal epoch
             operator = _internal.LocalOperator("bench", 1, 128, args.backend, work_dir)
             session = operator.session(0)
-            run = KeyedOperatorRunner(WeirCounter(), session)
+            run = OperatorRunner(WeirCounter(), session)
             epoch += 1
             session.begin(epoch, 0, None)
             run.open()
@@ -148,7 +148,7 @@ def main() -> None:
                 owner_pid=os.getpid(),
             )
             host_epoch += 1
-            run = KeyedOperatorRunner(WeirCounter(), session)
+            run = OperatorRunner(WeirCounter(), session)
             session.begin(1, 0, None)
             run.open()
             for batch_records, batch_keys in batches:

@@ -1,7 +1,7 @@
 """Profile harness: the per-record path of a Spark epoch task, without Spark.
 
 Runs the worker's per-batch loop (``weir.spark.worker.process_batches``: marker
-filter, key-group check, Arrow -> Python rows, ``KeyedOperatorRunner.process``,
+filter, key-group check, Arrow -> Python rows, ``OperatorRunner.process``,
 output batch) over one subtask's share of an epoch of the keyed-average
 workload (docs/BENCHMARKS.md), in Arrow batches shaped as ``mapInArrow``
 delivers them (``spark.sql.execution.arrow.maxRecordsPerBatch`` = 10,000 rows;
@@ -62,7 +62,7 @@ from benchmarks.keyed_average.peers.ceilings import make_dict_loop  # noqa: E402
 from weir import _internal  # noqa: E402
 from weir.host import command  # noqa: E402
 from weir.key_groups import key_group_of, key_group_range, subtask_of  # noqa: E402
-from weir.runtime import KeyedOperatorRunner  # noqa: E402
+from weir.runtime import OperatorRunner  # noqa: E402
 from weir.spark import worker  # noqa: E402
 from weir.spark.plan import KEY_GROUP, MARKER, ROUTE, HostAddress, OperatorSpec  # noqa: E402
 from weir.types import value_type  # noqa: E402
@@ -279,7 +279,7 @@ def main() -> None:
         session: Any, op: OperatorSpec, epoch: int, epoch_batches: list[pa.RecordBatch]
     ) -> tuple[int, int]:
         session.begin(epoch, 0, None)
-        runner = KeyedOperatorRunner(op.function, session, restored=True, defer_writes=True)
+        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
         runner.open()
         result = checksum(worker.process_batches(runner, op, epoch_batches, key_range, 0, lambda n: None))
         runner.snapshot_state(0)

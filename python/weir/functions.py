@@ -55,6 +55,9 @@ __all__ = [
     "FunctionSnapshotContext",
     "KeyedProcessFunction",
     "KeyedStateStore",
+    "ProcessFunction",
+    "RawKeyedStateOutput",
+    "RawOperatorStateOutput",
     "RuntimeContext",
     "VectorizedKeyedFunction",
 ]
@@ -127,6 +130,27 @@ class KeyedProcessFunction(Function):
         """Process one record; yield (or return an iterable of) output records."""
 
 
+class ProcessFunction(Function):
+    """Processes each record of a stream that is not keyed (``stream.process(...)``
+    without ``key_by``).
+
+    Such a function has no keyed state; it keeps operator state, as a
+    :class:`CheckpointedFunction`, which is redistributed as its kind says
+    when the operator's parallelism changes.
+    """
+
+    class Context(ABC):
+        """Per-record context."""
+
+        @abstractmethod
+        def get_index_of_this_subtask(self) -> int:
+            """The index of the subtask processing the record."""
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None:
+        """Process one record; yield (or return an iterable of) output records."""
+
+
 class BatchState(ABC):
     """A keyed state of a :class:`VectorizedKeyedFunction`: whole batches of keys at once.
 
@@ -190,6 +214,22 @@ class FunctionSnapshotContext(ABC):
     def get_checkpoint_timestamp(self) -> int:
         """When it was triggered, in milliseconds since the epoch."""
 
+    @abstractmethod
+    def get_raw_keyed_state_output(self) -> RawKeyedStateOutput:
+        """Where a keyed function writes its own bytes per key group (raw keyed state).
+
+        What is written replaces the subtask's raw keyed state; it is redistributed
+        by key group on rescaling, like managed keyed state.
+        """
+
+    @abstractmethod
+    def get_raw_operator_state_output(self) -> RawOperatorStateOutput:
+        """Where a function writes its own bytes for this subtask (raw operator state).
+
+        What is written replaces the subtask's raw operator state; on rescaling the
+        written parts are split evenly over the new subtasks, like list state.
+        """
+
 
 class FunctionInitializationContext(ABC):
     """What ``initialize_state`` gets."""
@@ -205,6 +245,30 @@ class FunctionInitializationContext(ABC):
     @abstractmethod
     def get_keyed_state_store(self) -> KeyedStateStore:
         """The keyed state (usable per record only)."""
+
+    @abstractmethod
+    def get_raw_keyed_state_inputs(self) -> dict[int, bytes]:
+        """The raw keyed state of this subtask's key groups, by key group."""
+
+    @abstractmethod
+    def get_raw_operator_state_inputs(self) -> list[bytes]:
+        """The parts of raw operator state this subtask got, in order."""
+
+
+class RawKeyedStateOutput(ABC):
+    """Raw keyed state being written in ``snapshot_state``."""
+
+    @abstractmethod
+    def write(self, key_group: int, data: bytes) -> None:
+        """Stores ``data`` for ``key_group``, which must belong to this subtask."""
+
+
+class RawOperatorStateOutput(ABC):
+    """Raw operator state being written in ``snapshot_state``."""
+
+    @abstractmethod
+    def write(self, data: bytes) -> None:
+        """Adds one part; each part goes whole to one subtask on rescaling."""
 
 
 class CheckpointedFunction(ABC):

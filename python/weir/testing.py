@@ -47,7 +47,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -56,7 +56,7 @@ from weir.config import BackendName, StateBackend
 from weir.exceptions import InvalidArgumentError, StateError
 from weir.functions import KeyedProcessFunction, VectorizedKeyedFunction
 from weir.key_groups import DEFAULT_MAX_PARALLELISM
-from weir.runtime import KeyedOperatorRunner
+from weir.runtime import OperatorRunner
 from weir.state import StateDescriptor
 
 __all__ = ["KeyedOperatorHarness"]
@@ -139,7 +139,7 @@ class KeyedOperatorHarness:
             self._sessions = [self._operator.session(i) for i in range(parallelism)]
             self._epoch = self._operator.last_final_epoch() or 0
             self._runners = [
-                KeyedOperatorRunner(copy.deepcopy(function), session, restored=restore_from is not None)
+                OperatorRunner(copy.deepcopy(function), session, restored=restore_from is not None)
                 for session in self._sessions
             ]
             with self._epoch_scope():
@@ -237,7 +237,8 @@ class KeyedOperatorHarness:
     @property
     def functions(self) -> list[KeyedProcessFunction | VectorizedKeyedFunction]:
         """Each subtask's copy of the function, by subtask index (to inspect in tests)."""
-        return [runner.function for runner in self._runners]
+        # The harness only takes keyed functions, so its runners hold nothing else.
+        return [cast("KeyedProcessFunction | VectorizedKeyedFunction", r.function) for r in self._runners]
 
     def outputs(self) -> list[Any]:
         """Every output so far, in order."""
@@ -247,7 +248,7 @@ class KeyedOperatorHarness:
         """Forget the outputs so far."""
         self._outputs.clear()
 
-    def _runner_of(self, key: Any) -> tuple[KeyedOperatorRunner, int]:
+    def _runner_of(self, key: Any) -> tuple[OperatorRunner, int]:
         key_groups, subtasks = self._subtasks([key])
         return self._runners[subtasks[0]], key_groups[0]
 

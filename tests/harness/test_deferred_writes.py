@@ -18,7 +18,7 @@ from test_state_types import RECORDS, EveryState, check_outputs
 
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
 from weir.exceptions import StateError
-from weir.runtime import KeyedOperatorRunner
+from weir.runtime import OperatorRunner
 
 
 def local_session(tmp_path: Path, backend: str) -> Any:
@@ -28,7 +28,7 @@ def local_session(tmp_path: Path, backend: str) -> Any:
 
 def stored(session: Any, function: KeyedProcessFunction, name: str, key: Any) -> Any:
     """What the session holds for ``key`` in state ``name``, read by a fresh runner."""
-    reader = KeyedOperatorRunner(function, session, restored=True)
+    reader = OperatorRunner(function, session, restored=True)
     reader.open()
     return reader.read_keyed_state(name, key)
 
@@ -36,7 +36,7 @@ def stored(session: Any, function: KeyedProcessFunction, name: str, key: Any) ->
 def test_every_state_kind_across_batches_and_tasks(backend: str, tmp_path: Path) -> None:
     _operator, session = local_session(tmp_path, backend)
     session.begin(1, 0, None)
-    runner = KeyedOperatorRunner(EveryState(), session, defer_writes=True)
+    runner = OperatorRunner(EveryState(), session, defer_writes=True)
     runner.open()
     # Several records per key per batch, and keys in several batches.
     first, second = RECORDS[:5], RECORDS[5:]
@@ -52,7 +52,7 @@ def test_every_state_kind_across_batches_and_tasks(backend: str, tmp_path: Path)
     session.commit(1, 0)
 
     session.begin(2, 0, 1)
-    task2 = KeyedOperatorRunner(EveryState(), session, restored=True, defer_writes=True)
+    task2 = OperatorRunner(EveryState(), session, restored=True, defer_writes=True)
     task2.open()
     more = [("a", 9), ("b", 10)]
     check_outputs(task2.process(more, ["a", "b"]), more, {"a": [1, 3, 5, 8], "b": [2, 6], "c": [4, 7]})
@@ -64,12 +64,12 @@ def test_every_state_kind_across_batches_and_tasks(backend: str, tmp_path: Path)
 
 def test_keyed_average_matches_its_expectation_with_a_tiny_cache(tmp_path: Path, monkeypatch: Any) -> None:
     """Flushing (and emptying) the cache mid-task loses nothing."""
-    monkeypatch.setattr(KeyedOperatorRunner, "DEFERRED_KEYS", 7)
+    monkeypatch.setattr(OperatorRunner, "DEFERRED_KEYS", 7)
     n, keys = 2000, 50
     events = [((i * 2654435761) % keys, i % 1000) for i in range(n)]
     _operator, session = local_session(tmp_path, "heap")
     session.begin(1, 0, None)
-    runner = KeyedOperatorRunner(KeyedAverage(), session, defer_writes=True)
+    runner = OperatorRunner(KeyedAverage(), session, defer_writes=True)
     runner.open()
     outputs = []
     for start in range(0, n, 64):
@@ -99,7 +99,7 @@ class FailsOn(KeyedProcessFunction):
 def test_a_failed_process_writes_nothing_more(tmp_path: Path) -> None:
     _operator, session = local_session(tmp_path, "heap")
     session.begin(1, 0, None)
-    runner = KeyedOperatorRunner(FailsOn(bad=3), session, defer_writes=True)
+    runner = OperatorRunner(FailsOn(bad=3), session, defer_writes=True)
     runner.open()
     runner.process([("a", 1), ("a", 2)], ["a", "a"])
     with pytest.raises(RuntimeError, match="boom"):

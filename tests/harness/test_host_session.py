@@ -25,7 +25,7 @@ from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
 import weir.host
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
 from weir.exceptions import StateError, StateLostError, WeirError
-from weir.runtime import KeyedOperatorRunner
+from weir.runtime import OperatorRunner
 from weir.types import ValueType, value_type
 
 
@@ -97,7 +97,7 @@ class Host:
 
 def run_task(session: Any, function: Any, epoch: int, work: Any) -> Any:
     """One Spark-like task: begin, open, work, close, commit."""
-    runner = KeyedOperatorRunner(function, session, restored=epoch > 1)
+    runner = OperatorRunner(function, session, restored=epoch > 1)
     session.begin(epoch, 0, epoch - 1 if epoch > 1 else None)
     runner.open()
     result = work(runner)
@@ -122,7 +122,7 @@ def test_vectorized_function_through_a_host(backend: str, host_dir: str) -> None
     host = Host(host_dir, backend, pa.string())
 
     def work(rows: list[Any]) -> Any:
-        def run(runner: KeyedOperatorRunner) -> Any:
+        def run(runner: OperatorRunner) -> Any:
             data = batch(rows)
             return runner.process_arrow(data, data.column("user"))
 
@@ -139,7 +139,7 @@ def test_keys_must_match_the_attached_key_types(host_dir: str) -> None:
     host = Host(host_dir, "heap", pa.int32())
     session = host.session(None)
 
-    def work(runner: KeyedOperatorRunner) -> Any:
+    def work(runner: OperatorRunner) -> Any:
         # Python ints fit an int32 key column; strings do not.
         assert runner.process([("a", 1)], [7]) is not None
         with pytest.raises(StateError, match="keys are int32"):
@@ -152,7 +152,7 @@ def test_a_host_killed_mid_batch_raises_state_lost(host_dir: str) -> None:
     host = Host(host_dir, "heap", pa.int64())
     session = host.session(None)
     pid = json.loads(_internal.host_status(session))["pid"]
-    runner = KeyedOperatorRunner(Counter(), session, restored=False)
+    runner = OperatorRunner(Counter(), session, restored=False)
     session.begin(1, 0, None)
     runner.open()
     keys = list(range(200_000))

@@ -16,76 +16,26 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
+from keyed_average import FailingOnce, KeyedAverage, expected  # noqa: E402
+from keyed_jobs import (  # noqa: E402
+    EXPECTED,
+    KEYS,
+    N,
+    assert_exactly_once,
+    keyed_average_job,
+    state_host_pids,
+)
 
 from weir.exceptions import InvalidArgumentError
 from weir.spark import StreamJob, sinks, sources
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
-
-from keyed_average import FailingOnce, KeyedAverage, expected  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
-
-N = 200_000
-KEYS = 10_000
-ROWS_PER_EPOCH = 40_000
-
-
-def _expected_pairs() -> Counter[tuple[int, int]]:
-    counts: dict[int, int] = {}
-    sums: dict[int, int] = {}
-    out: Counter[tuple[int, int]] = Counter()
-    for i in range(N):
-        key = (i * 2654435761) % KEYS
-        counts[key] = counts.get(key, 0) + 1
-        sums[key] = sums.get(key, 0) + i % 1000
-        if counts[key] == 10:
-            out[(key, sums[key] // 10)] += 1
-            counts[key] = sums[key] = 0
-    return out
-
-
-EXPECTED = _expected_pairs()
-
-
-def _job(spark: SparkSession, tmp: Path, function: Any, **options: Any) -> tuple[StreamJob, Path]:
-    out = tmp / "out"
-    parallelism = options.pop("parallelism", 2)
-    job = StreamJob(
-        spark,
-        name=options.pop("name", "avg"),
-        checkpoint_dir=str(tmp / "ckpt"),
-        parallelism=parallelism,
-        max_parallelism=128,
-        **options,
-    )
-    job.enable_checkpointing(300)
-    events = job.from_source(sources.generator(N, keys=KEYS, rows_per_epoch=ROWS_PER_EPOCH), uid="events")
-    events.key_by("key").process(function, output_schema="key long, avg long", uid="avg").sink_to(
-        sinks.parquet_files(str(out)), uid="out"
-    )
-    return job, out
-
-
-def _published(spark: SparkSession, out: Path) -> Counter[tuple[int, int]]:
-    rows = spark.read.parquet(str(out)).select("key", "avg").collect()
-    return Counter((int(r["key"]), int(r["avg"])) for r in rows)
-
-
-def _assert_exactly_once(spark: SparkSession, out: Path) -> None:
-    published = _published(spark, out)
-    count, checksum = expected(N, KEYS)
-    assert sum(published.values()) == count
-    assert sum(k[1] * v for k, v in published.items()) == checksum
-    assert published == EXPECTED, "duplicated or missing averages"
 
 
 def test_expectation_matches_benchmarks_md() -> None:
@@ -93,38 +43,24 @@ def test_expectation_matches_benchmarks_md() -> None:
 
 
 def test_exactly_once_without_failures(spark: SparkSession, tmp_path: Path) -> None:
-    job, out = _job(spark, tmp_path, KeyedAverage(), state_backend="rocksdb")
+    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), state_backend="rocksdb")
     result = job.execute()
     assert result.restarts == 0
     assert result.checkpoints, "a bounded exactly-once job ends with a checkpoint"
-    _assert_exactly_once(spark, out)
+    assert_exactly_once(spark, out)
 
 
 def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: Path) -> None:
     marker = tmp_path / "failed-once"
-    job, out = _job(spark, tmp_path, FailingOnce(KeyedAverage(), str(marker), after=5_000))
+    job, out = keyed_average_job(spark, tmp_path, FailingOnce(KeyedAverage(), str(marker), after=5_000))
     result = job.execute()
     assert marker.exists(), "the injected failure happened"
     assert result.restarts == 1
-    _assert_exactly_once(spark, out)
-
-
-def _state_host_pids(directory_hint: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "weir" in cmdline and "host" in cmdline and directory_hint in cmdline:
-            pids.append(int(entry))
-    return pids
+    assert_exactly_once(spark, out)
 
 
 def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_path: Path) -> None:
-    job, out = _job(spark, tmp_path, KeyedAverage(), name="avg-host-killed")
+    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-host-killed")
     killed: list[int] = []
 
     def kill_host_after_first_checkpoint() -> None:
@@ -132,7 +68,7 @@ def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_pat
         while time.monotonic() < deadline and not killed:
             job_dir = tmp_path / "ckpt" / "avg-host-killed"
             done = job_dir.exists() and any((p / "_metadata").exists() for p in job_dir.glob("chk-*"))
-            pids = _state_host_pids("weir-avg-host-killed-")
+            pids = state_host_pids("avg-host-killed")
             if done and pids:
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
@@ -145,7 +81,7 @@ def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_pat
     killer.join(timeout=1)
     assert killed, "the state host was killed mid-run"
     assert result.restarts >= 1
-    _assert_exactly_once(spark, out)
+    assert_exactly_once(spark, out)
 
 
 DRIVER = textwrap.dedent(
@@ -177,7 +113,14 @@ def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: P
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     script = tmp_path / "driver.py"
     script.write_text(
-        DRIVER.format(examples=str(EXAMPLES), ckpt=str(ckpt), out=str(out), n=N, keys=KEYS, rows=10_000)
+        DRIVER.format(
+            examples=str(Path(__file__).resolve().parents[2] / "examples"),
+            ckpt=str(ckpt),
+            out=str(out),
+            n=N,
+            keys=KEYS,
+            rows=10_000,
+        )
     )
     first = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
     deadline = time.monotonic() + 240
@@ -194,11 +137,11 @@ def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: P
     )
     assert second.returncode == 0, second.stderr[-3000:]
     assert "restored from" in second.stderr
-    _assert_exactly_once(spark, out)
+    assert_exactly_once(spark, out)
 
 
 def test_epochs_run_while_a_slow_upload_is_in_flight(spark: SparkSession, tmp_path: Path) -> None:
-    job, out = _job(
+    job, out = keyed_average_job(
         spark,
         tmp_path,
         KeyedAverage(),
@@ -206,7 +149,7 @@ def test_epochs_run_while_a_slow_upload_is_in_flight(spark: SparkSession, tmp_pa
         checkpoint_storage_options={"put_delay_ms": "1500"},
     )
     result = job.execute()
-    _assert_exactly_once(spark, out)
+    assert_exactly_once(spark, out)
     # Every put waits 1.5 s, so each upload outlives the epoch that carried its
     # barrier (cut + 1); a checkpoint completing after a later epoch ran shows
     # epochs went on while its upload was in flight.
@@ -232,12 +175,12 @@ def test_stop_with_savepoint_and_resume_rescaled(
     spark: SparkSession, tmp_path: Path, new_parallelism: int
 ) -> None:
     savepoints = tmp_path / "savepoints"
-    job, out = _job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
+    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
     _stop_after_first_checkpoint(job, savepoints)
     stopped = job.execute()
     assert stopped.savepoint is not None
     assert Path(stopped.savepoint, "_metadata").exists()
-    resumed, out2 = _job(
+    resumed, out2 = keyed_average_job(
         spark,
         tmp_path,
         KeyedAverage(),
@@ -247,12 +190,12 @@ def test_stop_with_savepoint_and_resume_rescaled(
     )
     assert out2 == out
     resumed.execute()
-    _assert_exactly_once(spark, out)
+    assert_exactly_once(spark, out)
 
 
 def test_a_savepoint_with_state_of_a_removed_operator_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     savepoints = tmp_path / "savepoints"
-    job, _ = _job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
+    job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
     _stop_after_first_checkpoint(job, savepoints)
     stopped = job.execute()
     assert stopped.savepoint is not None

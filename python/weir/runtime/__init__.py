@@ -1,6 +1,6 @@
 """Running a keyed function against state: the operator driver of ``weir.testing`` and the Spark worker.
 
-One :class:`KeyedOperatorRunner` runs one user function for one operator
+One :class:`OperatorRunner` runs one user function for one operator
 subtask against one state *session* (``weir._internal.Session``: the
 batched state access of that subtask, in this process or in a state host).
 It knows nothing about Spark, epochs or where the session's state lives.
@@ -15,7 +15,7 @@ aggregating state), ``vectorized`` (state of vectorized functions),
 API (the caller owns epochs: ``session.begin(epoch, attempt, final_epoch)``
 before and ``session.commit(epoch, attempt)`` after the calls of one epoch)::
 
-    runner = KeyedOperatorRunner(function, session, restored=False)
+    runner = OperatorRunner(function, session, restored=False)
     runner.open()                      # initialize_state (CheckpointedFunction), then open()
     out = runner.process(elements, keys, key_groups)   # one batch, KeyedProcessFunction
     out = runner.process_arrow(batch, keys, key_groups) # one batch, VectorizedKeyedFunction
@@ -66,6 +66,6 @@ State is only readable while a record is processed: outside (``open``,
 
 from __future__ import annotations
 
-from weir.runtime.runner import KeyedOperatorRunner
+from weir.runtime.runner import OperatorRunner
 
-__all__ = ["KeyedOperatorRunner"]
+__all__ = ["OperatorRunner"]

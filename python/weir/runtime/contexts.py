@@ -8,6 +8,8 @@ from weir.functions import (
     FunctionInitializationContext,
     FunctionSnapshotContext,
     KeyedStateStore,
+    RawKeyedStateOutput,
+    RawOperatorStateOutput,
     RuntimeContext,
 )
 from weir.runtime.operator_state import SubtaskOperatorStateStore
@@ -26,13 +28,13 @@ from weir.state import (
 )
 
 if TYPE_CHECKING:
-    from weir.runtime.runner import KeyedOperatorRunner
+    from weir.runtime.runner import OperatorRunner
 
 __all__ = ["InitializationContext", "SnapshotContext", "SubtaskRuntimeContext"]
 
 
 class InitializationContext(FunctionInitializationContext):
-    def __init__(self, runner: KeyedOperatorRunner, restored: bool) -> None:
+    def __init__(self, runner: OperatorRunner, restored: bool) -> None:
         self._runner = runner
         self._restored = restored
 
@@ -45,11 +47,24 @@ class InitializationContext(FunctionInitializationContext):
     def get_keyed_state_store(self) -> KeyedStateStore:
         return self._runner.runtime_context
 
+    def get_raw_keyed_state_inputs(self) -> dict[int, bytes]:
+        return self._runner.raw.keyed_inputs()
+
+    def get_raw_operator_state_inputs(self) -> list[bytes]:
+        return self._runner.raw.operator_inputs()
+
 
 class SnapshotContext(FunctionSnapshotContext):
-    def __init__(self, checkpoint_id: int, timestamp_ms: int) -> None:
+    def __init__(self, runner: OperatorRunner, checkpoint_id: int, timestamp_ms: int) -> None:
+        self._runner = runner
         self._checkpoint_id = checkpoint_id
         self._timestamp_ms = timestamp_ms
+
+    def get_raw_keyed_state_output(self) -> RawKeyedStateOutput:
+        return self._runner.raw.keyed_output()
+
+    def get_raw_operator_state_output(self) -> RawOperatorStateOutput:
+        return self._runner.raw.operator_output()
 
     def get_checkpoint_id(self) -> int:
         return self._checkpoint_id
@@ -59,7 +74,7 @@ class SnapshotContext(FunctionSnapshotContext):
 
 
 class SubtaskRuntimeContext(RuntimeContext):
-    def __init__(self, runner: KeyedOperatorRunner) -> None:
+    def __init__(self, runner: OperatorRunner) -> None:
         self._runner = runner
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]:

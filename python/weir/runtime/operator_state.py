@@ -9,7 +9,7 @@ from weir.exceptions import StateError
 from weir.state import BroadcastState, ListState, ListStateDescriptor, MapStateDescriptor, OperatorStateStore
 
 if TYPE_CHECKING:
-    from weir.runtime.runner import KeyedOperatorRunner
+    from weir.runtime.runner import OperatorRunner
 
 __all__ = ["OperatorBroadcastState", "OperatorListState", "SubtaskOperatorStateStore"]
 
@@ -91,7 +91,7 @@ class OperatorBroadcastState(BroadcastState[Any, Any]):
 
 
 class SubtaskOperatorStateStore(OperatorStateStore):
-    def __init__(self, runner: KeyedOperatorRunner) -> None:
+    def __init__(self, runner: OperatorRunner) -> None:
         self._runner = runner
 
     def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState[Any]:

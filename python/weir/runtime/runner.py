@@ -1,4 +1,4 @@
-"""The per-subtask operator driver: :class:`KeyedOperatorRunner` (see :mod:`weir.runtime`)."""
+"""The per-subtask operator driver: :class:`OperatorRunner` (see :mod:`weir.runtime`)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from weir.functions import (
     CheckpointedFunction,
     CheckpointListener,
     KeyedProcessFunction,
+    ProcessFunction,
     VectorizedKeyedFunction,
 )
 from weir.runtime.contexts import InitializationContext, SnapshotContext, SubtaskRuntimeContext
 from weir.runtime.keyed_state import KeyedListState, KeyedMapState, KeyedState
 from weir.runtime.keys import NO_KEY, Batch, KeyedContext, TaskKeys
 from weir.runtime.operator_state import OperatorBroadcastState, OperatorListState
+from weir.runtime.raw_state import RawState
 from weir.runtime.value_state import (
     CachedAggregatingState,
     CachedReducingState,
@@ -43,7 +45,7 @@ from weir.state import (
 )
 from weir.types import Types, value_type
 
-__all__ = ["KeyedOperatorRunner"]
+__all__ = ["OperatorRunner"]
 
 
 _KEYED_STATE_CLASSES: Final[dict[type[StateDescriptor], Callable[..., KeyedState]]] = {
@@ -55,12 +57,13 @@ _KEYED_STATE_CLASSES: Final[dict[type[StateDescriptor], Callable[..., KeyedState
 }
 
 
-class KeyedOperatorRunner:
+class OperatorRunner:
     """Runs one user function for one operator subtask against a state session.
 
     Args:
-        function: A :class:`~weir.functions.KeyedProcessFunction` or a
-            :class:`~weir.functions.VectorizedKeyedFunction`; it may also be a
+        function: A :class:`~weir.functions.KeyedProcessFunction`, a
+            :class:`~weir.functions.VectorizedKeyedFunction` or (not keyed) a
+            :class:`~weir.functions.ProcessFunction`; it may also be a
             :class:`~weir.functions.CheckpointedFunction` and a
             :class:`~weir.functions.CheckpointListener`.
         session: The subtask's state session (``weir._internal.Session``).
@@ -80,21 +83,24 @@ class KeyedOperatorRunner:
 
     def __init__(
         self,
-        function: KeyedProcessFunction | VectorizedKeyedFunction,
+        function: KeyedProcessFunction | VectorizedKeyedFunction | ProcessFunction,
         session: Session,
         *,
         restored: bool = False,
         defer_writes: bool = False,
     ) -> None:
-        if not isinstance(function, KeyedProcessFunction | VectorizedKeyedFunction):
+        if not isinstance(function, KeyedProcessFunction | VectorizedKeyedFunction | ProcessFunction):
             raise InvalidArgumentError(
-                f"{type(function).__name__} is not a keyed function: subclass weir.KeyedProcessFunction "
-                "(per record) or weir.VectorizedKeyedFunction (per Arrow batch)"
+                f"{type(function).__name__} is not a Weir function: subclass weir.KeyedProcessFunction "
+                "(per record) or weir.VectorizedKeyedFunction (per Arrow batch) after key_by, or "
+                "weir.ProcessFunction on a stream that is not keyed"
             )
         self.function = function
         self.session = session
         self.restored = restored
+        self.keyed = not isinstance(function, ProcessFunction)
         self.vectorized = isinstance(function, VectorizedKeyedFunction)
+        self.raw = RawState(session, keyed=self.keyed)
         self.runtime_context: SubtaskRuntimeContext = SubtaskRuntimeContext(self)
         self._scope = KeyedContext()
         self._keyed: dict[str, tuple[NativeDescriptor, KeyedState | VectorizedState]] = {}
@@ -113,6 +119,12 @@ class KeyedOperatorRunner:
             raise InvalidArgumentError(
                 f"expected a {expected.__name__}, got {type(descriptor).__name__} {descriptor.name!r}: "
                 "use the get_..._state method matching the descriptor"
+            )
+        if not self.keyed:
+            raise StateError(
+                f"state {descriptor.name!r}: a ProcessFunction runs on a stream that is not keyed, so it "
+                "has no keyed state; key_by(...) before process(...), or keep operator state "
+                "(CheckpointedFunction)"
             )
         native = descriptor.native
         existing = self._keyed.get(descriptor.name)
@@ -195,6 +207,7 @@ class KeyedOperatorRunner:
     def _flush_operator_state(self) -> None:
         for _mode, _item_type, state_id, state in self._operator.values():
             self.session.set_operator_state(state_id, state.snapshot_items())
+        self.raw.write()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -210,10 +223,12 @@ class KeyedOperatorRunner:
         self.function.open(self.runtime_context)
 
     def process(
-        self, elements: Sequence[Any], keys: Sequence[Any], key_groups: Sequence[int] | None = None
+        self, elements: Sequence[Any], keys: Sequence[Any] = (), key_groups: Sequence[int] | None = None
     ) -> list[Any]:
         """Run ``process_element`` for each element; see the module docstring."""
         function = self.function
+        if isinstance(function, ProcessFunction):
+            return self._process_unkeyed(function, elements)
         if not isinstance(function, KeyedProcessFunction):
             raise InvalidArgumentError(
                 f"{type(function).__name__} is a VectorizedKeyedFunction: call process_arrow with a batch"
@@ -252,6 +267,18 @@ class KeyedOperatorRunner:
                 if result is not None:
                     extend(result)
             scope.key = NO_KEY
+        return out
+
+    def _process_unkeyed(self, function: ProcessFunction, elements: Sequence[Any]) -> list[Any]:
+        if not self._opened or self._closed:
+            raise StateError("call open() before process() and do not use a runner after close()")
+        out: list[Any] = []
+        context = _SubtaskContext(self.session.subtask)
+        process_element = function.process_element
+        for value in elements:
+            result = process_element(value, context)
+            if result is not None:
+                out.extend(result)
         return out
 
     def process_arrow(
@@ -297,7 +324,7 @@ class KeyedOperatorRunner:
         """The function's ``snapshot_state``, then its operator state into the session."""
         if isinstance(self.function, CheckpointedFunction):
             stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-            self.function.snapshot_state(SnapshotContext(checkpoint_id, stamp))
+            self.function.snapshot_state(SnapshotContext(self, checkpoint_id, stamp))
         self.flush()
         self._flush_operator_state()
 
@@ -352,10 +379,18 @@ class KeyedOperatorRunner:
         return state.read(key_batch)
 
 
+class _SubtaskContext(ProcessFunction.Context):
+    def __init__(self, subtask: int) -> None:
+        self._subtask = subtask
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._subtask
+
+
 class _BatchScope:
     """Prefetches on enter; writes back on a clean exit."""
 
-    def __init__(self, runner: KeyedOperatorRunner, batch: Batch) -> None:
+    def __init__(self, runner: OperatorRunner, batch: Batch) -> None:
         self._runner = runner
         self._batch = batch
 
@@ -381,7 +416,7 @@ class _DeferredScope:
     """A ``process`` call with deferred writes: fetches the batch's new keys into the caches;
     list and map state work per batch as without; a failure marks the runner failed."""
 
-    def __init__(self, runner: KeyedOperatorRunner, task_keys: TaskKeys, new: Batch | None) -> None:
+    def __init__(self, runner: OperatorRunner, task_keys: TaskKeys, new: Batch | None) -> None:
         self._runner = runner
         self._task_keys = task_keys
         self._new = new

@@ -2,7 +2,7 @@
 
 Example::
 
-    from weir.spark import StreamJob, sources, sinks
+    from weir.spark import StreamJob, sinks, sources
     job = StreamJob(spark, name="avg", checkpoint_dir="file:///tmp/ckpt",
                     state_backend="rocksdb", parallelism=2, max_parallelism=128)
     job.enable_checkpointing(1000)
@@ -16,7 +16,8 @@ Example::
 from __future__ import annotations
 
 from weir.spark import restart, sinks, sources
-from weir.spark.job import DataStream, EpochProgress, JobResult, KeyedStream, StreamJob
+from weir.spark.api import DataStream, KeyedStream, StreamJob
+from weir.spark.runner import EpochProgress, JobResult
 
 __all__ = [
     "DataStream",

@@ -1,14 +1,24 @@
-"""How a task reaches its subtask's state on the executor's state host."""
+"""How a task reaches its subtask's state: on the state host that owns it.
+
+Every executor runs one state host for the job, in its own directory under
+the run's host directory. The first task of subtask ``s`` in a generation
+(after a start or a restore) attaches on its executor's host and claims ``s``
+for that host at the coordinator; the claim that arrives first wins, and the
+driver ships the winner's address with every later task of ``s``. A task
+that lands on another executor reaches the owner over TCP with the same
+batched protocol; one on the owner's executor uses its Unix socket.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from weir import _internal
 from weir.host import command
 from weir.key_groups import key_group_range as _key_group_range
-from weir.spark.plan import EpochTask
+from weir.spark.tasks import OperatorTask
 
 
 def _owner_pid() -> int:
@@ -28,34 +38,64 @@ def _owner_pid() -> int:
     return parent
 
 
-def open_session(task: EpochTask, partition: int) -> _internal.Session:
-    """Attaches to subtask ``partition``'s state, restoring it first if this
-    generation starts from a checkpoint and the host does not hold it yet."""
+def executor_address() -> str:
+    """The address this executor is reached at: Spark's ``SPARK_LOCAL_IP`` if
+    set (what Spark itself binds to), else the address the host name resolves to."""
+    return os.environ.get("SPARK_LOCAL_IP") or socket.gethostbyname(socket.gethostname())
+
+
+def executor_directory(task: OperatorTask) -> str:
+    """This executor's host directory: one per executor JVM, so that executors
+    sharing a machine still get a host each."""
+    return os.path.join(task.hosts.directory, f"{socket.gethostname()}-{_owner_pid()}")
+
+
+def open_session(task: OperatorTask, partition: int) -> _internal.Session:
+    """Attaches to subtask ``partition``'s state on its owner, claiming the
+    subtask for this executor's host if it has no owner yet in this generation."""
+    owner = task.owners.get(partition)
+    session = _connect(task, partition, owner)
+    if owner is not None:
+        return session
+    local = _internal.host_address(session) or os.path.join(executor_directory(task), "host.sock")
+    hosts = task.hosts
+    winner = _internal.claim_owner(
+        hosts.registry_url, hosts.token, hosts.generation, task.operator.uid, partition, local
+    )
+    if winner == local:
+        return session
+    # Another attempt of this subtask claimed it first (a speculative or
+    # retried task elsewhere): its host holds the state, this one's copy is dropped.
+    session.close()
+    return _connect(task, partition, winner)
+
+
+def _connect(task: OperatorTask, partition: int, owner: str | None) -> _internal.Session:
     op = task.operator
-    # Only a task starting right at the restored cut may load the state from
-    # storage; later tasks expect the host to hold it (else StateLostError).
-    restore = op.restore[partition] if op.restore is not None and task.final_epoch == op.restore_cut else None
+    # Only a task starting right at the restored cut gets a ticket to load the
+    # state from storage; later tasks expect the owner to hold it (else StateLostError).
+    restore = task.restore_tickets[partition] if task.restore_tickets is not None else None
     return _internal.connect_host(
-        op.host.directory,
-        op.host.token,
+        executor_directory(task),
+        task.hosts.token,
         uid=op.uid,
         subtask=partition,
         parallelism=op.parallelism,
         max_parallelism=op.max_parallelism,
         backend=op.backend,
         key_types=op.key_types,
-        # Each generation still has its own host directory here, so its host
-        # only ever sees generation 0.
-        generation=0,
-        expect_restored_from=op.restored_checkpoint,
+        generation=task.hosts.generation,
+        expect_restored_from=task.restored_checkpoint,
         expect_final_epoch=task.final_epoch,
         restore=restore,
         host_command=command(),
         owner_pid=_owner_pid(),
+        listen=f"{executor_address()}:0" if task.hosts.tcp else None,
+        owner_address=owner,
     )
 
 
-def take_barrier(session: _internal.Session, task: EpochTask) -> int:
+def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
     """The barrier's synchronous part; returns its duration in microseconds."""
     barrier = task.barrier
     assert barrier is not None
@@ -67,7 +107,7 @@ def take_barrier(session: _internal.Session, task: EpochTask) -> int:
             barrier.storage,
             barrier.storage_options,
             barrier.ack_url,
-            task.operator.host.token,
+            task.hosts.token,
         )
     )
 

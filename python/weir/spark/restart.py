@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -22,9 +21,9 @@ class RestartStrategy:
     """Window of a failure-rate strategy; ``None`` counts every failure ever."""
     _failures: deque[float] = field(default_factory=deque, repr=False)
 
-    def on_failure(self) -> bool:
-        """Records a failure; True when the job may restart (after :attr:`delay_s`)."""
-        now = time.monotonic()
+    def on_failure(self, now: float) -> bool:
+        """Records a failure at ``now`` (monotonic seconds); True when the job may
+        restart (after :attr:`delay_s`)."""
         self._failures.append(now)
         if self.interval_s is not None:
             while self._failures and now - self._failures[0] > self.interval_s:

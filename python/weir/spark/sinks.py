@@ -7,15 +7,24 @@ output is published as soon as its epoch succeeded.
 
 A sink's *handle* (stored in every checkpoint's ``_metadata``) lists the
 staged epochs not yet published; a restore publishes exactly those (they
-are covered by the restored checkpoint) and aborts every other staged epoch.
+are covered by the restored checkpoint) and aborts every other staged
+epoch, and a start without a restore aborts every staged epoch. Epoch
+numbers never repeat in a sink: a new generation numbers its epochs after
+the sink's :meth:`~Sink.high_water`, so output of an abandoned timeline
+(say, after restoring an older savepoint into the same path) is never
+mistaken for new output.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from weir.exceptions import StateError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
@@ -40,8 +49,19 @@ class Sink(Protocol):
         ...
 
     def recover(self, handle: Handle) -> None:
-        """After a restore: publishes the epochs ``handle`` names, aborts the rest."""
+        """At the start of a generation: publishes the epochs ``handle`` names
+        (``None`` when the generation starts empty), aborts every other staged epoch."""
         ...
+
+    def high_water(self) -> int:
+        """The newest epoch staged or published here (0 if none); a new generation
+        numbers its epochs after it, once :meth:`recover` aborted what it had to."""
+        ...
+
+
+_log = logging.getLogger("weir.spark")
+
+_EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
 
 
 def _epochs_of(handle: Handle) -> list[int]:
@@ -74,11 +94,7 @@ class ParquetFilesSink:
         return os.path.join(self.path, f"epoch={epoch}")
 
     def _staged_epochs(self) -> list[int]:
-        return sorted(
-            int(name.removeprefix("epoch="))
-            for name in os.listdir(self._staging_root())
-            if name.startswith("epoch=")
-        )
+        return _epoch_dirs(self._staging_root())
 
     def write_epoch(self, frame: DataFrame, epoch: int) -> None:
         """Writes the epoch's output to its staging directory."""
@@ -92,9 +108,11 @@ class ParquetFilesSink:
 
     def _publish(self, epoch: int) -> None:
         if os.path.exists(self._published(epoch)):
-            # Already published before a crash; the staged copy is a leftover.
-            shutil.rmtree(self._staged(epoch), ignore_errors=True)
-            return
+            # Epoch numbers never repeat in a sink, so this is another writer's output.
+            raise StateError(
+                f"{self._published(epoch)} already exists while epoch {epoch} is staged again: another "
+                f"job writes to {self.path}; give every job its own output path"
+            )
         os.rename(self._staged(epoch), self._published(epoch))
 
     def handle(self) -> Handle:
@@ -110,6 +128,10 @@ class ParquetFilesSink:
             else:
                 shutil.rmtree(self._staged(staged))
 
+    def high_water(self) -> int:
+        """The newest epoch staged or published under :attr:`path`."""
+        return max([0, *self._staged_epochs(), *_epoch_dirs(self.path)])
+
 
 @dataclass
 class CollectSink:
@@ -120,6 +142,7 @@ class CollectSink:
 
     rows: list[Row] = field(default_factory=list)
     _staged: dict[int, list[Row]] = field(default_factory=dict)
+    _published: set[int] = field(default_factory=set)
 
     def write_epoch(self, frame: DataFrame, epoch: int) -> None:
         """Collects the epoch's output into the driver."""
@@ -129,6 +152,7 @@ class CollectSink:
         """Moves every staged epoch ``<= epoch`` into :attr:`rows`, in epoch order."""
         for staged in sorted(e for e in self._staged if e <= epoch):
             self.rows.extend(self._staged.pop(staged))
+            self._published.add(staged)
 
     def handle(self) -> Handle:
         """The staged epochs."""
@@ -140,8 +164,26 @@ class CollectSink:
         for staged in sorted(self._staged):
             if staged in keep:
                 self.rows.extend(self._staged.pop(staged))
+                self._published.add(staged)
             else:
                 del self._staged[staged]
+
+    def high_water(self) -> int:
+        """The newest epoch staged or published by this sink."""
+        return max([0, *self._staged, *self._published])
+
+
+def _epoch_dirs(directory: str) -> list[int]:
+    """The epochs of the ``epoch=<n>`` entries of ``directory``; other entries are
+    left alone (with a warning, since Weir never writes them)."""
+    epochs = []
+    for name in os.listdir(directory):
+        match = _EPOCH_DIR.match(name)
+        if match:
+            epochs.append(int(match.group(1)))
+        elif directory.endswith("_staging"):
+            _log.warning("ignoring %s: not a staged epoch", os.path.join(directory, name))
+    return sorted(epochs)
 
 
 def parquet_files(path: str) -> ParquetFilesSink:

@@ -1,7 +1,7 @@
 """The task side of an epoch: runs in Spark's Python workers inside ``mapInArrow``.
 
-A task of epoch ``e`` for subtask ``s`` (= its Spark partition) attaches to
-the executor's state host, takes the barrier's snapshot if one precedes its
+A task of epoch ``e`` for subtask ``s`` (= its Spark partition) of one
+stateful operator attaches to the subtask's state host, takes the barrier's snapshot if one precedes its
 records, begins attempt ``a`` of ``e`` (which folds the final epochs into the
 base and discards an earlier attempt's writes, so retries are harmless), runs
 the user's function over its Arrow batches with batched state access, and
@@ -20,78 +20,111 @@ from pyspark import Accumulator, TaskContext
 
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
-from weir.runtime import KeyedOperatorRunner
+from weir.runtime import OperatorRunner
 from weir.spark import _host
-from weir.spark.plan import INTERNAL_COLUMNS, KEY_GROUP, MARKER, EpochTask, OperatorSpec
+from weir.spark.tasks import INTERNAL_COLUMNS, KEY_GROUP, MARKER, OperatorSpec, OperatorTask
+from weir.spark.waterfall import TaskClock, Totals
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
 
 
 def run_epoch_task(
-    task: EpochTask, batches: Iterator[pa.RecordBatch], records: Accumulator[int]
+    task: OperatorTask,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    records: Accumulator[int] | None,
+    phases: Accumulator[Totals],
 ) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function of one epoch (see the module docs); counts
-    the records it processed into ``records``."""
+    """The ``mapInArrow`` function of one operator in one epoch (see the module
+    docs); counts the records it processed into ``records`` if given, and its
+    phases' times into ``phases``."""
     context = TaskContext.get()
     if context is None:
         raise StateError("a Weir epoch task must run inside a Spark task")
     partition = context.partitionId()
     attempt = context.taskAttemptId() % ATTEMPT_IDS
     op = task.operator
-    session = _host.open_session(task, partition)
+    clock = TaskClock()
+    with clock.phase("attach"):
+        session = _host.open_session(task, partition)
     if task.barrier is not None:
-        _host.take_barrier(session, task)
-    session.begin(task.epoch, attempt, task.final_epoch)
-    # The task fails as a whole on any error (its writes are dropped on retry), so the
-    # runner may keep state cached across batches and write it back once, at the end.
-    runner = KeyedOperatorRunner(op.function, session, restored=True, defer_writes=True)
-    runner.open()
-    if task.notify_complete is not None:
-        runner.notify_checkpoint_complete(task.notify_complete)
+        with clock.phase("barrier"):
+            _host.take_barrier(session, task)
+    with clock.phase("begin"):
+        session.begin(task.epoch, attempt, task.final_epoch)
+        # The task fails as a whole on any error (its writes are dropped on retry), so the
+        # runner may keep state cached across batches and write it back once, at the end.
+        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
+        runner.open()
+        if task.notify_complete is not None:
+            runner.notify_checkpoint_complete(task.notify_complete)
     key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
-    yield from process_batches(runner, op, batches, key_range, partition, records.add)
-    # Functions live for one task, and every task ends at a potential cut, so
-    # a CheckpointedFunction hands its in-memory data to operator state at the
-    # end of every task; the id is the checkpoint this epoch may become the
-    # cut of (0 when none is pending).
-    runner.snapshot_state(task.pending_checkpoint or 0)
-    runner.close()
-    session.commit(task.epoch, attempt)
+    count = records.add if records is not None else _ignore
+    yield from process_batches(runner, op, clock.timed("input", batches), key_range, partition, count, clock)
+    with clock.phase("write_back"):
+        # Functions live for one task, and every task ends at a potential cut, so
+        # a CheckpointedFunction hands its in-memory data to operator state at the
+        # end of every task; the id is the checkpoint this epoch may become the
+        # cut of (0 when none is pending).
+        runner.snapshot_state(task.pending_checkpoint or 0)
+        runner.close()
+    with clock.phase("commit"):
+        session.commit(task.epoch, attempt)
+    phases.add(clock.totals())
 
 
 def process_batches(
-    runner: KeyedOperatorRunner,
+    runner: OperatorRunner,
     op: OperatorSpec,
     batches: Iterable[pa.RecordBatch],
     key_range: tuple[int, int],
     partition: int,
     count: Callable[[int], object],
+    clock: TaskClock,
 ) -> Iterator[pa.RecordBatch]:
     """The per-batch loop of a task: drops marker rows, checks the rows' key
     groups, runs the function on each batch and yields its output batches;
     ``count`` gets the number of records of each batch. Separate from
     :func:`run_epoch_task` so it runs (and is profiled) without Spark."""
     vectorized = isinstance(op.function, VectorizedKeyedFunction)
+    keyed = op.key_columns is not None
     for batch in batches:
         data = batch.filter(pc.invert(batch.column(MARKER)))
         if data.num_rows == 0:
             continue
         count(data.num_rows)
-        key_groups = data.column(KEY_GROUP)
-        _check_partition(key_groups, key_range, partition)
         values = data.drop_columns(list(INTERNAL_COLUMNS))
-        groups = key_groups.to_pylist()
-        if vectorized:
-            out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
-            if out is not None and out.num_rows:
+        if not keyed:
+            with clock.phase("function"):
+                unkeyed = [values.column(c).to_pylist() for c in op.value_columns]
+                outputs = runner.process(list(zip(*unkeyed, strict=True)))
+            if outputs:
+                with clock.phase("output"):
+                    out = _to_batch(outputs, op.output_schema)
                 yield out
             continue
-        columns = {c: values.column(c).to_pylist() for c in op.value_columns}
-        elements = list(zip(*columns.values(), strict=True))
-        outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
+        key_groups = data.column(KEY_GROUP)
+        _check_partition(key_groups, key_range, partition)
+        groups = key_groups.to_pylist()
+        if vectorized:
+            with clock.phase("function"):
+                arrow_out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
+            if arrow_out is not None and arrow_out.num_rows:
+                yield arrow_out
+            continue
+        with clock.phase("function"):
+            columns = {c: values.column(c).to_pylist() for c in op.value_columns}
+            elements = list(zip(*columns.values(), strict=True))
+            outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
         if outputs:
-            yield _to_batch(outputs, op.output_schema)
+            with clock.phase("output"):
+                out = _to_batch(outputs, op.output_schema)
+            yield out
+
+
+def _ignore(_: int) -> None:
+    """Counts nothing (only the first operator counts the epoch's records)."""
 
 
 def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition: int) -> None:
@@ -106,8 +139,12 @@ def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition
         )
 
 
-def _keys(values: pa.RecordBatch, key_columns: tuple[str, ...], converted: dict[str, list[Any]]) -> list[Any]:
+def _keys(
+    values: pa.RecordBatch, key_columns: tuple[str, ...] | None, converted: dict[str, list[Any]]
+) -> list[Any]:
     """The key of each row; ``converted`` holds columns already converted to Python."""
+
+    assert key_columns is not None, "only keyed operators have keys"
 
     def column(name: str) -> list[Any]:
         found = converted.get(name)

@@ -1,0 +1,473 @@
+"""The shell around the pure driver: carries its decisions out on Spark.
+
+:class:`Runner` owns everything with side effects of one execution of a
+job: the checkpoint coordinator, the sources' planned input, the sink, the
+state hosts' directory and the Spark jobs of the epochs. It asks
+:class:`~weir.spark.driver.Driver` what to do, does it, and reports back
+what happened; the decisions themselves live in the driver, which is
+unit-tested without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql.pandas.types import to_arrow_schema
+
+import weir.host
+from weir import _internal
+from weir.checkpoint import RestoreTicket, check_restore, read_checkpoint, restore_tickets
+from weir.config import CheckpointConfig
+from weir.exceptions import InvalidArgumentError, WeirError
+from weir.spark import driver as d
+from weir.spark.epoch_plan import StepInput, epoch_frame, learn_input
+from weir.spark.progress import Progress
+from weir.spark.tasks import Barrier, HostAccess, OperatorSpec, OperatorTask
+from weir.spark.waterfall import EpochWaterfall, PhaseTimes
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from pyspark.sql import DataFrame
+
+    from weir.coordinator import CoordinatorEvent
+    from weir.spark.api import StreamJob
+    from weir.spark.graph import JobGraph, StatefulStep
+    from weir.spark.sources import EpochInput
+
+NO_CHECKPOINTS = CheckpointConfig(interval_ms=3_600_000)
+"""A job without checkpointing still runs a coordinator (it never triggers within a job's life)."""
+
+
+@dataclass
+class JobResult:
+    """What :meth:`StreamJob.execute` did."""
+
+    epochs: int = 0
+    """Epochs that succeeded (data and barrier-only)."""
+    checkpoints: list[int] = field(default_factory=list)
+    """Checkpoints that completed, in order."""
+    restarts: int = 0
+    """Times the job was restored after a failure."""
+    savepoint: str | None = None
+    """The savepoint taken by ``stop_with_savepoint``, if any."""
+    completions: list[tuple[int, int, int]] = field(default_factory=list)
+    """``(checkpoint id, cut epoch, newest epoch run when it completed)`` per
+    completed checkpoint or savepoint: epochs past the cut ran during its upload."""
+    stats: dict[str, Any] = field(default_factory=dict)
+    """The coordinator's checkpoint statistics at the end."""
+    waterfalls: list[EpochWaterfall] = field(default_factory=list)
+    """Where each successful epoch's time went (driver steps, task phases)."""
+
+
+@dataclass(frozen=True)
+class EpochProgress:
+    """What the driver knows after an epoch succeeded."""
+
+    epoch: int
+    """The epoch that just became final."""
+    epochs: int
+    """Successful epochs of this execution so far."""
+    position: Any
+    """The source position after the epoch."""
+    checkpoints: tuple[int, ...]
+    """Checkpoints completed so far."""
+    restarts: int
+    """Restores after failures so far."""
+
+
+class Runner:
+    """One execution of a job (see the module docs); a context manager that
+    stops the coordinator and removes the hosts' directory on exit."""
+
+    def __init__(
+        self,
+        job: StreamJob,
+        graph: JobGraph,
+        max_epochs: int | None,
+        on_epoch: Callable[[EpochProgress], None] | None,
+    ) -> None:
+        self.job = job
+        self.graph = graph
+        self.on_epoch = on_epoch
+        self.config = job.checkpoint_config or NO_CHECKPOINTS
+        origin = (
+            _internal.latest_checkpoint(job.checkpoint_dir, job.name)
+            if job.restore == "latest"
+            else job.restore
+        )
+        self.driver = d.Driver(
+            d.DriverOptions(
+                exactly_once=self.config.mode == "exactly_once",
+                checkpointing=job.checkpoint_config is not None,
+                operators=tuple(step.uid for step in graph.steps),
+                source_uid=graph.source_uid,
+                origin=origin,
+                max_epochs=max_epochs,
+                restart_strategy=job.restart_strategy,
+            )
+        )
+        self.token = secrets.token_hex(16)
+        self.host_dir = tempfile.mkdtemp(prefix=f"weir-{job.name}-")
+        os.chmod(self.host_dir, 0o700)
+        self.hosts: set[str] = set()
+        self.tcp_hosts = not _is_local_mode(job.spark.sparkContext.master)
+        self.job_dir = f"{job.checkpoint_dir.rstrip('/')}/{job.name}"
+        self.coordinator: _internal.Coordinator | None = None
+        self.inputs: dict[str, StepInput] = {}
+        self.planned: EpochInput | None = None
+        self.tickets: dict[str, tuple[RestoreTicket, ...]] = {}
+        self.restore_cut: int | None = None
+        self.records = job.spark.sparkContext.accumulator(0)
+        self.phases = job.spark.sparkContext.accumulator({}, PhaseTimes())
+        self.waterfall: EpochWaterfall | None = None
+        self.plan_seconds = 0.0
+        self.progress = Progress(job.name, enabled=job.progress, records=self.records)
+        self.result = JobResult()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.coordinator is not None:
+            self.shutdown_hosts()
+            self.coordinator.shutdown()
+        shutil.rmtree(self.host_dir, ignore_errors=True)
+
+    # -- the loop ---------------------------------------------------------------
+
+    def run(self) -> JobResult:
+        """Runs the job to its end (see :meth:`StreamJob.execute`)."""
+        facts = d.Facts(now=time.monotonic())
+        while True:
+            decision = self.driver.next_step(facts)
+            started = self.carry_out(decision.effects)
+            action = decision.action
+            if isinstance(action, d.Finish):
+                return self.finish(action)
+            if isinstance(action, d.Fail):
+                raise _failure(action.error)
+            outcome, events = self.act(action)
+            facts = d.Facts(
+                now=time.monotonic(),
+                outcome=outcome,
+                events=events + self.poll(0.0),
+                requests=self.job._take_requests(),
+                started=started,
+            )
+
+    def act(self, action: d.Action) -> tuple[d.Outcome | None, list[CoordinatorEvent]]:
+        """Carries out one action; returns its outcome and the events seen while waiting."""
+        if isinstance(action, d.Restore):
+            return self.restore(action), []
+        if isinstance(action, d.PlanInput):
+            return self.plan_input(), []
+        if isinstance(action, d.RunEpoch):
+            return self.run_epoch(action.order), []
+        if isinstance(action, d.Wait):
+            return None, self.poll(action.timeout_s)
+        raise AssertionError(f"unexpected action {action!r}")
+
+    def poll(self, timeout_s: float) -> list[CoordinatorEvent]:
+        if self.coordinator is None:
+            return []
+        return list(self.coordinator.poll_events(timeout_s))
+
+    def carry_out(self, effects: tuple[d.Effect, ...]) -> list[d.SavepointStarted]:
+        started: list[d.SavepointStarted] = []
+        for effect in effects:
+            if isinstance(effect, d.Publish):
+                with self.timed("publish"):
+                    self.graph.sink.publish_up_to(effect.up_to)
+            elif isinstance(effect, d.RecordFinal):
+                self.record_final(effect)
+            elif isinstance(effect, d.TriggerSavepoint):
+                started.extend(self.trigger_savepoint(effect.request))
+            elif isinstance(effect, d.ResolveSavepoint):
+                error = WeirError(effect.error) if effect.error is not None else None
+                self.job._answer(effect.request, effect.path, error)
+            elif isinstance(effect, d.CancelUploads):
+                self.cancel_uploads(effect.checkpoint_id)
+            elif isinstance(effect, d.Log):
+                self.progress.log(effect.message, debug=effect.debug)
+        return started
+
+    # -- effects -----------------------------------------------------------------
+
+    def timed(self, step: str) -> Any:
+        """Adds the time of the ``with`` block to the current epoch's driver step ``step``."""
+        return _DriverStep(self.waterfall, step)
+
+    def record_final(self, effect: d.RecordFinal) -> None:
+        assert self.coordinator is not None
+        with self.timed("record"):
+            sinks = {self.graph.sink_uid: self.graph.sink.handle()}
+            self.coordinator.epoch_final(effect.epoch, json.dumps(effect.positions), json.dumps(sinks))
+        self.result.epochs = self.driver.epochs_succeeded
+        if self.waterfall is not None:
+            self.result.waterfalls.append(self.waterfall)
+        self.progress.epoch_done(effect.epoch, self.coordinator, self.waterfall)
+        if self.on_epoch is not None:
+            self.on_epoch(
+                EpochProgress(
+                    effect.epoch,
+                    self.driver.epochs_succeeded,
+                    effect.positions[self.graph.source_uid],
+                    tuple(self.driver.checkpoints),
+                    self.driver.restarts,
+                )
+            )
+
+    def trigger_savepoint(self, request: d.SavepointRequest) -> list[d.SavepointStarted]:
+        assert self.coordinator is not None
+        try:
+            checkpoint_id = self.coordinator.trigger_savepoint(request.directory, stop=request.stop)
+        except WeirError as error:
+            self.job._answer(request, None, error)
+            return []
+        return [d.SavepointStarted(request, checkpoint_id)]
+
+    def cancel_uploads(self, checkpoint_id: int) -> None:
+        """Tells the hosts a checkpoint will never complete, so they stop its
+        uploads and delete what they wrote of it."""
+        for address in sorted(self.known_hosts()):
+            try:
+                weir.host.abort_checkpoint(address, self.token, checkpoint_id)
+            except WeirError as error:
+                # A host that is gone has no uploads left; the next task to need
+                # it finds it lost and the job restores.
+                self.progress.log(f"could not cancel checkpoint {checkpoint_id} at host {address}: {error}")
+
+    def known_hosts(self) -> set[str]:
+        """Every host that owned a subtask in any generation of this run."""
+        assert self.coordinator is not None
+        self.hosts.update(self.coordinator.owners().values())
+        return self.hosts
+
+    def shutdown_hosts(self) -> None:
+        """Stops the run's hosts: a host lives as long as its job, not its tasks."""
+        for address in sorted(self.known_hosts()):
+            try:
+                weir.host.shutdown(address, self.token, timeout_s=10.0)
+            except WeirError as error:
+                self.progress.log(f"could not stop the state host at {address}: {error}", debug=True)
+
+    # -- actions -----------------------------------------------------------------
+
+    def restore(self, action: d.Restore) -> d.Restored | d.RestoreFailed:
+        """Starts a generation from ``action.path`` (or empty); see :class:`driver.Restore`."""
+        time.sleep(action.delay_s)
+        if action.first:
+            self.coordinator = self.start_coordinator(action.path)
+        else:
+            assert self.coordinator is not None
+            self.coordinator.restart(action.path)
+            self.planned = None
+        sink = self.graph.sink
+        self.tickets, self.restore_cut = {}, None
+        if action.path is None:
+            sink.recover(None)
+            return d.Restored(d.RestorePoint.empty(sink.high_water()))
+        try:
+            dropped = check_restore(
+                action.path, self.graph.shapes(), allow_non_restored_state=self.job.allow_non_restored_state
+            )
+            checkpoint = read_checkpoint(action.path)
+        except WeirError as error:
+            return d.RestoreFailed(error)
+        sink.recover(checkpoint.sinks.get(self.graph.sink_uid))
+        self.restore_cut = checkpoint.cut_epoch
+        for step in self.graph.steps:
+            tickets = restore_tickets(
+                action.path, step.uid, parallelism=step.parallelism, max_parallelism=step.max_parallelism
+            )
+            if tickets is not None:
+                self.tickets[step.uid] = tickets
+        return d.Restored(
+            d.RestorePoint(
+                path=action.path,
+                checkpoint_id=checkpoint.checkpoint_id,
+                cut=checkpoint.cut_epoch,
+                positions=checkpoint.sources,
+                restored_operators=frozenset(self.tickets),
+                sink_high_water=sink.high_water(),
+                dropped=tuple(dropped),
+            )
+        )
+
+    def start_coordinator(self, restored: str | None) -> _internal.Coordinator:
+        return _internal.Coordinator(
+            self.job.checkpoint_dir,
+            self.job.name,
+            self.token,
+            self.graph.shapes(),
+            self.config,
+            savepoint_dir=self.job.savepoint_dir,
+            storage_options=self.job.checkpoint_storage_options,
+            restored=restored,
+            **_coordinator_addresses(self.job),
+        )
+
+    def plan_input(self) -> d.InputPlanned:
+        generation_position = self.driver.generation.position if self.driver.generation else None
+        steps = self.graph.steps
+        parallelism = steps[0].parallelism if steps else self.job.parallelism
+        started = time.perf_counter()
+        planned = self.graph.source.plan(self.job.spark, generation_position, parallelism)
+        self.plan_seconds = time.perf_counter() - started
+        self.planned = planned if planned.frame is not None else None
+        return d.InputPlanned(planned.frame is not None, planned.position, planned.exhausted)
+
+    def run_epoch(self, order: d.EpochOrder) -> d.EpochSucceeded | d.EpochFailed:
+        frame = None
+        if order.data:
+            assert self.planned is not None
+            frame = self.planned.frame
+        self.waterfall = EpochWaterfall(order.epoch, {"plan": self.plan_seconds if order.data else 0.0})
+        self.phases.value = {}
+        started = time.monotonic()
+        # Building the plan runs Spark's analysis: an error there is the job's
+        # definition (a missing column, a bad schema), not a failure to retry.
+        with self.timed("build"):
+            output = epoch_frame(
+                self.job.spark,
+                self.graph,
+                frame,
+                lambda step: self.task(order, step),
+                self.records,
+                self.phases,
+                self.learn,
+            )
+        try:
+            with self.timed("spark_job"):
+                if order.data:
+                    assert output is not None
+                    self.graph.sink.write_epoch(output, order.epoch)
+                elif output is not None:
+                    # Markers only: nothing reaches the sink, but every task must run.
+                    output.write.format("noop").mode("overwrite").save()
+        except AnalysisException:
+            raise
+        except Exception as error:  # noqa: BLE001 - any task failure restores the job
+            return d.EpochFailed(order.epoch, error)
+        self.waterfall.tasks = dict(self.phases.value)
+        self.progress.epoch_ran(time.monotonic() - started)
+        return d.EpochSucceeded(order.epoch)
+
+    def learn(self, step: StatefulStep, frame: DataFrame) -> None:
+        if step.uid not in self.inputs:
+            self.inputs[step.uid] = learn_input(step, frame)
+
+    def task(self, order: d.EpochOrder, step: StatefulStep) -> OperatorTask:
+        assert self.coordinator is not None
+        owners = self.coordinator.owners()
+        self.hosts.update(owners.values())
+        barrier = None
+        if order.barrier is not None:
+            barrier = Barrier(
+                order.barrier.id,
+                order.barrier.cut,
+                order.barrier.storage,
+                self.job.checkpoint_storage_options,
+                self.coordinator.address,
+            )
+        (operator,) = [o for o in order.operators if o.uid == step.uid]
+        at_cut = operator.restore_cut is not None and operator.final_epoch == operator.restore_cut
+        return OperatorTask(
+            operator=self.spec(step),
+            epoch=order.epoch,
+            generation=order.generation,
+            final_epoch=operator.final_epoch,
+            barrier=barrier,
+            notify_complete=order.notify_complete,
+            pending_checkpoint=order.pending_checkpoint,
+            restored_checkpoint=operator.restored_checkpoint,
+            restore_tickets=self.tickets.get(step.uid) if at_cut else None,
+            hosts=HostAccess(
+                self.host_dir, self.token, self.coordinator.generation, self.coordinator.address, self.tcp_hosts
+            ),
+            owners={subtask: address for (uid, subtask), address in owners.items() if uid == step.uid},
+        )
+
+    def spec(self, step: StatefulStep) -> OperatorSpec:
+        learned = self.inputs.get(step.uid)
+        return OperatorSpec(
+            uid=step.uid,
+            function=step.function,
+            key_columns=step.key_columns,
+            key_types=learned.key_types if learned is not None else None,
+            value_columns=learned.columns if learned is not None else (),
+            output_schema=to_arrow_schema(step.output_schema),
+            parallelism=step.parallelism,
+            max_parallelism=step.max_parallelism,
+            backend=self.job.state_backend.name,
+        )
+
+    def finish(self, action: d.Finish) -> JobResult:
+        driver = self.driver
+        result = self.result
+        result.epochs = driver.epochs_succeeded
+        result.checkpoints = list(driver.checkpoints)
+        result.restarts = driver.restarts
+        result.savepoint = action.savepoint
+        result.completions = list(driver.completed)
+        if self.coordinator is not None:
+            result.stats = json.loads(self.coordinator.stats())
+        self.progress.summary(result)
+        return result
+
+
+class _DriverStep:
+    """Times a driver step of the current epoch's waterfall (nothing without one)."""
+
+    def __init__(self, waterfall: EpochWaterfall | None, step: str) -> None:
+        self.waterfall, self.step = waterfall, step
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *_: object) -> None:
+        if self.waterfall is not None:
+            driver = self.waterfall.driver
+            driver[self.step] = driver.get(self.step, 0.0) + time.perf_counter() - self.started
+
+
+def _coordinator_addresses(job: StreamJob) -> dict[str, str]:
+    """Where the coordinator listens and what executors are told: the addresses
+    Spark's own driver uses. It binds to ``spark.driver.bindAddress`` (else
+    ``spark.driver.host``); only a wildcard bind advertises ``spark.driver.host``
+    (a specific bind address is what executors can reach)."""
+    conf = job.spark.sparkContext.getConf()
+    host = conf.get("spark.driver.host")
+    bind = conf.get("spark.driver.bindAddress") or host or "127.0.0.1"
+    if bind in ("0.0.0.0", "::") and host:
+        return {"bind": bind, "advertise": host}
+    return {"bind": bind}
+
+
+def _is_local_mode(master: str) -> bool:
+    """Spark's embedded mode: one executor in the driver's JVM, so one host and no TCP."""
+    return master == "local" or master.startswith("local[")
+
+
+def _failure(error: BaseException) -> BaseException:
+    """The exception a failed job raises: the SDK's own errors as they are."""
+    if isinstance(error, WeirError | InvalidArgumentError):
+        return error
+    failure = WeirError(str(error))
+    failure.__cause__ = error
+    return failure

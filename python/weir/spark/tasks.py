@@ -1,0 +1,105 @@
+"""What one epoch's tasks are told: the operator, the epoch, and any barrier.
+
+An :class:`OperatorTask` travels to the Python workers inside the
+``mapInArrow`` closure of its stateful step, so every task of subtask ``s``
+of an operator in epoch ``e`` learns, in-band and before its first record,
+which epochs are final, whether a barrier precedes its records, and which
+checkpoint (if any) its state must be restored from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from weir.checkpoint import RestoreTicket
+    from weir.types import ValueType
+
+KEY_GROUP = "__weir_key_group"
+"""Internal column: the key group of the row's key, computed in the JVM."""
+ROUTE = "__weir_route"
+"""Internal column: the routing value of the row's subtask."""
+MARKER = "__weir_marker"
+"""Internal column: true on the one marker row each subtask gets per epoch."""
+INTERNAL_COLUMNS = (KEY_GROUP, ROUTE, MARKER)
+
+
+@dataclass(frozen=True)
+class HostAccess:
+    """How tasks reach (and if needed start) the state hosts of this run."""
+
+    directory: str
+    """The run's private (0700) host directory; each executor's host lives in its own subdirectory."""
+    token: str
+    """The job token every host and the coordinator check before anything else."""
+    generation: int
+    """The job's generation (a restore starts a new one); hosts drop older generations' state."""
+    registry_url: str
+    """The coordinator's base URL, where a task claims its subtask for its executor's host."""
+    tcp: bool
+    """Whether hosts also listen on TCP at their executor's address (any master but ``local``)."""
+
+    def __repr__(self) -> str:
+        # The token is a secret: never in logs, tracebacks or Spark's UI.
+        return (
+            f"HostAccess(directory={self.directory!r}, token=<hidden>, generation={self.generation}, "
+            f"registry_url={self.registry_url!r}, tcp={self.tcp})"
+        )
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """Checkpoint ``checkpoint_id`` cuts after epoch ``cut``: snapshot before any record."""
+
+    checkpoint_id: int
+    cut: int
+    storage: str
+    """Where subtasks upload the snapshot (the job directory, or a fresh savepoint directory)."""
+    storage_options: dict[str, str]
+    """Options of that storage (S3 settings; ``put_delay_ms`` for a slow local store)."""
+    ack_url: str
+    """The coordinator's base URL; the host acks there with the job token."""
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """A stateful operator, the same for every epoch of a run."""
+
+    uid: str
+    function: Any
+    key_columns: tuple[str, ...] | None
+    """``None`` for a non-keyed operator."""
+    key_types: tuple[ValueType, ...] | None
+    """The key columns' state types; ``None`` before the first data epoch (or non-keyed)."""
+    value_columns: tuple[str, ...]
+    """The input columns handed to the function, in order."""
+    output_schema: pa.Schema
+    parallelism: int
+    max_parallelism: int
+    backend: str
+
+
+@dataclass(frozen=True)
+class OperatorTask:
+    """Everything a task of one operator in one epoch needs besides its rows."""
+
+    operator: OperatorSpec
+    epoch: int
+    generation: int
+    final_epoch: int | None
+    """Every epoch up to this one succeeded: fold it into the base first."""
+    barrier: Barrier | None
+    notify_complete: int | None
+    """The newest completed checkpoint the function has not yet been told of."""
+    pending_checkpoint: int | None
+    """A triggered checkpoint still waiting for its cut (this epoch may become it)."""
+    restored_checkpoint: int | None
+    """The checkpoint this generation's state of the operator came from (``None``: empty)."""
+    restore_tickets: tuple[RestoreTicket, ...] | None
+    """Per subtask, what to load from storage; only for tasks starting at the restored cut."""
+    hosts: HostAccess
+    owners: dict[int, str]
+    """The address of each subtask's owning host known so far in this generation."""

@@ -1,0 +1,104 @@
+"""The keyed-average job the Spark tests run, and the exact output it must publish.
+
+BENCHMARKS.md's keyed average at N = 200,000 events over 10,000 keys (20
+events per key, 2 averages per key): every run must publish exactly the
+expected averages, once each, whatever fails on the way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from keyed_average import expected
+
+from weir.spark import StreamJob, sinks, sources
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+N = 200_000
+KEYS = 10_000
+ROWS_PER_EPOCH = 40_000
+
+
+def expected_pairs(n: int = N, keys: int = KEYS, start: int = 0) -> Counter[tuple[int, int]]:
+    """Every ``(key, average)`` the job emits, with multiplicity; only those of
+    events ``start`` and later (the output of a run restored at that position)."""
+    counts: dict[int, int] = {}
+    sums: dict[int, int] = {}
+    out: Counter[tuple[int, int]] = Counter()
+    for i in range(n):
+        key = (i * 2654435761) % keys
+        counts[key] = counts.get(key, 0) + 1
+        sums[key] = sums.get(key, 0) + i % 1000
+        if counts[key] == 10:
+            if i >= start:
+                out[(key, sums[key] // 10)] += 1
+            counts[key] = sums[key] = 0
+    return out
+
+
+EXPECTED = expected_pairs()
+
+
+def keyed_average_job(
+    spark: SparkSession,
+    tmp: Path,
+    function: Any,
+    *,
+    n: int = N,
+    rows_per_epoch: int = ROWS_PER_EPOCH,
+    interval_ms: int = 300,
+    out: Path | None = None,
+    **options: Any,
+) -> tuple[StreamJob, Path]:
+    """The keyed-average job over generated events into a Parquet sink (``tmp/out`` by
+    default), checkpointing under ``tmp/ckpt``."""
+    out = out or tmp / "out"
+    job = StreamJob(
+        spark,
+        name=options.pop("name", "avg"),
+        checkpoint_dir=str(tmp / "ckpt"),
+        parallelism=options.pop("parallelism", 2),
+        max_parallelism=128,
+        **options,
+    )
+    job.enable_checkpointing(interval_ms)
+    events = job.from_source(sources.generator(n, keys=KEYS, rows_per_epoch=rows_per_epoch), uid="events")
+    events.key_by("key").process(function, output_schema="key long, avg long", uid="avg").sink_to(
+        sinks.parquet_files(str(out)), uid="out"
+    )
+    return job, out
+
+
+def published(spark: SparkSession, out: Path) -> Counter[tuple[int, int]]:
+    """What the Parquet sink published under ``out``."""
+    rows = spark.read.parquet(str(out)).select("key", "avg").collect()
+    return Counter((int(r["key"]), int(r["avg"])) for r in rows)
+
+
+def assert_exactly_once(spark: SparkSession, out: Path) -> None:
+    """The published averages are exactly the expected ones, each once."""
+    got = published(spark, out)
+    count, checksum = expected(N, KEYS)
+    assert sum(got.values()) == count, f"{sum(got.values())} averages published, {count} expected"
+    assert sum(k[1] * v for k, v in got.items()) == checksum
+    assert got == EXPECTED, "duplicated or missing averages"
+
+
+def state_host_pids(job_name: str) -> list[int]:
+    """The state host processes of runs of job ``job_name``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "weir-host" in cmdline and f"weir-{job_name}-" in cmdline:
+            pids.append(int(entry))
+    return pids

@@ -1,0 +1,255 @@
+"""A seeded randomized fault campaign: every run injects random faults and must publish
+exactly the expected output, with no duplicates.
+
+Faults: a task failure, a failure before the first checkpoint completed, a failure
+right after a savepoint completed, a state host killed with SIGKILL, a Python worker
+killed with SIGKILL, and the driver killed with SIGKILL (then restarted with
+``restore="latest"``). Each run draws its backend, parallelism, checkpoint interval,
+epoch size and one or two faults from ``random.Random(seed)``.
+
+``WEIR_FAULT_RUNS`` (default 20) sets the number of runs and ``WEIR_FAULT_SEED`` the
+base seed; a failing run prints its seed and plan, so it can be replayed alone.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from keyed_average import FailingOnce, KeyedAverage
+from keyed_jobs import expected_pairs, state_host_pids
+
+from weir.spark import EpochProgress, StreamJob, restart, sinks, sources
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+RUNS = int(os.environ.get("WEIR_FAULT_RUNS", "20"))
+SEED = int(os.environ.get("WEIR_FAULT_SEED", "20261123"))
+N = 20_000
+KEYS = 2_000
+EXPECTED = expected_pairs(N, KEYS)
+
+IN_PROCESS_FAULTS = ("task", "before-first-checkpoint", "after-savepoint", "host-kill", "worker-kill")
+KINDS = (*IN_PROCESS_FAULTS, "driver-kill")
+"""Run ``i``'s first fault is ``KINDS[i % len(KINDS)]``: every kind comes up in a campaign."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run does."""
+
+    seed: int
+    backend: str
+    parallelism: int
+    interval_ms: int
+    rows_per_epoch: int
+    faults: tuple[tuple[str, int], ...]
+    """``(fault, epoch after which it is armed)``."""
+    driver_kill: int | None
+    """Kill the driver after this epoch (the run then happens in a subprocess)."""
+
+    @staticmethod
+    def draw(seed: int, first: str) -> Plan:
+        rng = random.Random(seed)
+        epochs = N // (rows := rng.choice([2_000, 2_500, 4_000]))
+        kinds = [first, *(rng.choice(IN_PROCESS_FAULTS) for _ in range(rng.randint(0, 1)))]
+        faults = tuple(
+            sorted((kind, rng.randint(1, max(1, epochs - 2))) for kind in kinds if kind != "driver-kill")
+        )
+        return Plan(
+            seed=seed,
+            backend=rng.choice(["heap", "rocksdb"]),
+            parallelism=rng.choice([1, 2, 3]),
+            interval_ms=rng.choice([100, 300, 1_000]),
+            rows_per_epoch=rows,
+            faults=faults,
+            driver_kill=rng.randint(2, max(2, epochs - 2)) if first == "driver-kill" else None,
+        )
+
+
+def _published(spark: SparkSession, out: Path) -> Counter[tuple[int, int]]:
+    rows = spark.read.parquet(str(out)).select("key", "avg").collect()
+    return Counter((int(r["key"]), int(r["avg"])) for r in rows)
+
+
+class Faults:
+    """Arms a run's faults from ``on_epoch`` and records what happened."""
+
+    def __init__(self, plan: Plan, job: StreamJob, tmp: Path, name: str) -> None:
+        self.plan, self.job, self.tmp, self.name = plan, job, tmp, name
+        self.arm = _arm(tmp)
+        self.happened: list[str] = []
+        self.savepoint_asked = False
+
+    def on_epoch(self, progress: EpochProgress) -> None:
+        for fault, epoch in self.plan.faults:
+            if progress.epoch != epoch:
+                continue
+            if fault == "task" or fault == "before-first-checkpoint" and not progress.checkpoints:
+                self.arm.touch()
+            elif fault == "after-savepoint" and not self.savepoint_asked:
+                self.savepoint_asked = True
+                future = self.job.trigger_savepoint()
+                future.add_done_callback(lambda f: self.arm.touch() if f.exception() is None else None)
+            elif fault == "host-kill":
+                for pid in state_host_pids(self.name):
+                    os.kill(pid, signal.SIGKILL)
+                    self.happened.append(f"host {pid}")
+            elif fault == "worker-kill":
+                threading.Thread(target=self._kill_a_worker, daemon=True).start()
+
+    def _kill_a_worker(self) -> None:
+        """Kills one Python worker while the next epoch runs (if one is running by then)."""
+        time.sleep(0.2)
+        for pid in _python_workers():
+            os.kill(pid, signal.SIGKILL)
+            self.happened.append(f"worker {pid}")
+            return
+
+
+def _arm(tmp: Path) -> Path:
+    """The file whose existence arms the run's task failure."""
+    return tmp / "armed"
+
+
+def _failing(tmp: Path) -> FailingOnce:
+    """The keyed average, failing one task once after the arm file appears."""
+    return FailingOnce(KeyedAverage(), str(tmp / "failed"), after=300, armed_by=str(_arm(tmp)))
+
+
+def _python_workers() -> list[int]:
+    """PySpark's Python worker processes (children of its daemon)."""
+    daemons, workers = set(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"pyspark.daemon" in cmdline:
+                daemons.add(entry)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] in daemons:
+                workers.append(int(entry))
+    return workers
+
+
+def _job(spark: SparkSession, plan: Plan, tmp: Path, name: str, function: Any, **options: Any) -> StreamJob:
+    job = StreamJob(
+        spark,
+        name=name,
+        checkpoint_dir=str(tmp / "ckpt"),
+        state_backend=plan.backend,
+        parallelism=plan.parallelism,
+        savepoint_dir=str(tmp / "savepoints"),
+        restart_strategy=restart.fixed_delay(10, 0.1),
+        progress=False,
+        **options,
+    )
+    job.enable_checkpointing(plan.interval_ms)
+    job.from_source(sources.generator(N, keys=KEYS, rows_per_epoch=plan.rows_per_epoch), uid="events").key_by(
+        "key"
+    ).process(function, "key long, avg long", uid="avg").sink_to(
+        sinks.parquet_files(str(tmp / "out")), uid="out"
+    )
+    return job
+
+
+DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, {examples!r})
+    sys.path.insert(0, {tests!r})
+    from pyspark.sql import SparkSession
+    from test_fault_campaign import Plan, _job
+    from keyed_average import KeyedAverage
+    spark = (SparkSession.builder.master("local[2]").appName("weir-fault-driver")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("OFF")
+    from pathlib import Path
+    plan = Plan.draw({seed}, "driver-kill")
+    progress = Path({progress!r})
+    job = _job(spark, plan, Path({tmp!r}), "campaign", KeyedAverage(), restore="latest")
+    job.execute(on_epoch=lambda p: progress.write_text(str(p.epochs)))
+    print("DRIVER-DONE", flush=True)
+    """
+)
+
+
+def _epochs_done(progress: Path) -> int:
+    """What the driver last wrote to ``progress`` (0 before it wrote a whole number)."""
+    try:
+        return int(progress.read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def _kill_the_driver_then_restart(plan: Plan, tmp: Path) -> None:
+    """Runs the job in a driver process, kills it after ``plan.driver_kill`` epochs,
+    and runs it to its end with ``restore="latest"`` (a run that kills its driver
+    injects no other fault)."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    progress = tmp / "progress"
+    script = tmp / "driver.py"
+    script.write_text(
+        DRIVER.format(
+            examples=str(examples),
+            tests=str(Path(__file__).parent),
+            seed=plan.seed,
+            progress=str(progress),
+            tmp=str(tmp),
+        )
+    )
+    first = subprocess.Popen([sys.executable, str(script)], start_new_session=True, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and first.poll() is None:
+        if (
+            progress.exists()
+            and progress.read_text()
+            and int(progress.read_text()) >= (plan.driver_kill or 0)
+        ):
+            break
+        time.sleep(0.05)
+    if first.poll() is None:
+        os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    second = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=280, check=False
+    )
+    assert second.returncode == 0 and "DRIVER-DONE" in second.stdout, second.stderr[-3000:]
+
+
+@pytest.mark.parametrize("run", range(RUNS))
+def test_random_faults_keep_the_output_exact(spark: SparkSession, tmp_path: Path, run: int) -> None:
+    plan = Plan.draw(SEED + run, KINDS[run % len(KINDS)])
+    print(f"{plan} (replay: WEIR_FAULT_SEED={SEED + run - run % len(KINDS)} with run {run % len(KINDS)})")
+    if plan.driver_kill is not None:
+        _kill_the_driver_then_restart(plan, tmp_path)
+    else:
+        name = f"campaign-{run}"
+        job = _job(spark, plan, tmp_path, name, _failing(tmp_path))
+        job.execute(on_epoch=Faults(plan, job, tmp_path, name).on_epoch)
+    published = _published(spark, tmp_path / "out")
+    assert sum(published.values()) == sum(EXPECTED.values()), f"{plan}: count"
+    assert published == EXPECTED, f"{plan}: duplicated or missing averages"
