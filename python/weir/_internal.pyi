@@ -76,12 +76,19 @@ def latest_checkpoint(
 def claim_owner(
     coordinator_url: str, token: str, generation: int, uid: str, subtask: int, address: str
 ) -> str: ...
-def read_checkpoint(path: str) -> Checkpoint: ...
+def read_checkpoint(path: str, storage_options: Mapping[str, str] | None = None) -> Checkpoint: ...
 def check_restore(
-    path: str, operators: Sequence[tuple[str, int, int]], allow_non_restored_state: bool
+    path: str,
+    operators: Sequence[tuple[str, int, int]],
+    allow_non_restored_state: bool,
+    storage_options: Mapping[str, str] | None = None,
 ) -> list[str]: ...
 def restore_tickets(
-    path: str, uid: str, parallelism: int, max_parallelism: int
+    path: str,
+    uid: str,
+    parallelism: int,
+    max_parallelism: int,
+    storage_options: Mapping[str, str] | None = None,
 ) -> list[RestoreTicket] | None: ...
 
 @final
@@ -188,9 +195,7 @@ def shutdown_host(address: str, token: str, *, timeout_s: float = 60.0) -> bool:
 def abort_host_checkpoint(
     address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0
 ) -> int: ...
-def start_host_generation(
-    address: str, token: str, generation: int, *, timeout_s: float = 60.0
-) -> None: ...
+def start_host_generation(address: str, token: str, generation: int, *, timeout_s: float = 60.0) -> None: ...
 def host_status_at(address: str, token: str, *, timeout_s: float = 60.0) -> str: ...
 def take_barrier(
     session: Session,

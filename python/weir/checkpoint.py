@@ -31,7 +31,7 @@ Examples:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from weir import _internal
@@ -92,18 +92,25 @@ class Checkpoint:
         return repr(self._inner)
 
 
-def read_checkpoint(path: str) -> Checkpoint:
+def read_checkpoint(path: str, *, storage_options: Mapping[str, str] | None = None) -> Checkpoint:
     """The ``_metadata`` of the checkpoint or savepoint at ``path`` (a directory, or its ``_metadata``).
+
+    ``storage_options`` configure remote storage (S3 endpoint, region,
+    credentials); without them the usual ``AWS_*`` variables apply.
 
     Raises:
         CheckpointError: If nothing is stored there.
         SavepointFormatError: If the metadata is corrupt or of a newer format.
     """
-    return Checkpoint(_internal.read_checkpoint(path))
+    return Checkpoint(_internal.read_checkpoint(path, storage_options))
 
 
 def check_restore(
-    path: str, operators: Sequence[tuple[str, int, int]], *, allow_non_restored_state: bool
+    path: str,
+    operators: Sequence[tuple[str, int, int]],
+    *,
+    allow_non_restored_state: bool,
+    storage_options: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Checks that a job of ``operators`` (``(uid, parallelism, max_parallelism)``) can restore ``path``.
 
@@ -114,11 +121,16 @@ def check_restore(
         InvalidArgumentError: If the checkpoint holds state of an operator the job
             lacks (without ``allow_non_restored_state``) or max parallelism changed.
     """
-    return _internal.check_restore(path, operators, allow_non_restored_state)
+    return _internal.check_restore(path, operators, allow_non_restored_state, storage_options)
 
 
 def restore_tickets(
-    path: str, uid: str, *, parallelism: int, max_parallelism: int
+    path: str,
+    uid: str,
+    *,
+    parallelism: int,
+    max_parallelism: int,
+    storage_options: Mapping[str, str] | None = None,
 ) -> tuple[RestoreTicket, ...] | None:
     """What each subtask of operator ``uid`` at ``parallelism`` restores from ``path``, in subtask order.
 
@@ -129,5 +141,5 @@ def restore_tickets(
     Raises:
         InvalidArgumentError: If ``max_parallelism`` differs from the stored one.
     """
-    tickets = _internal.restore_tickets(path, uid, parallelism, max_parallelism)
+    tickets = _internal.restore_tickets(path, uid, parallelism, max_parallelism, storage_options)
     return None if tickets is None else tuple(tickets)

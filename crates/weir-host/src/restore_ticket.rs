@@ -2,7 +2,7 @@
 //! (on the driver) and handed to whichever task attaches the subtask.
 
 use serde::{Deserialize, Serialize};
-use weir_checkpoint::{JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan};
+use weir_checkpoint::{JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan, StorageOptions};
 use weir_snapshot::{KeyedStateHandle, StateFile};
 use weir_types::{CheckpointId, Epoch, KeyGroupRange, SubtaskIndex};
 
@@ -29,14 +29,23 @@ impl RestoreTicket {
     /// The ticket of every subtask of `operator` (in subtask order) restoring
     /// `snapshot`, or `None` when the snapshot holds no state of the
     /// operator. Stored state of other operators is ignored here: whether
-    /// the job may drop it is decided when the restore is checked.
-    pub fn plan(snapshot: &ResolvedSnapshot, operator: &JobOperator) -> Result<Option<Vec<Self>>> {
+    /// the job may drop it is decided when the restore is checked. The
+    /// tickets carry `options`, the storage's settings (S3 endpoint and
+    /// credentials), so the host that restores can open the snapshot too.
+    pub fn plan(
+        snapshot: &ResolvedSnapshot,
+        operator: &JobOperator,
+        options: &StorageOptions,
+    ) -> Result<Option<Vec<Self>>> {
         let metadata = snapshot.metadata();
         let plan = RestorePlan::new(metadata, std::slice::from_ref(operator), true)?;
         let Some(OperatorRestore::Restored(restored)) = plan.operators.get(&operator.uid) else {
             return Ok(None);
         };
-        let storage = StorageRef::new(snapshot.base().url());
+        let storage = StorageRef {
+            url: snapshot.base().url().to_owned(),
+            options: options.settings.clone(),
+        };
         Ok(Some(
             restored
                 .subtasks

@@ -27,8 +27,8 @@ pub(crate) fn runtime() -> Result<Runtime, PyWeirError> {
         .map_err(|e| PyWeirError::Io(format!("cannot start an I/O runtime: {e}")))
 }
 
-fn resolve(path: &str) -> Result<ResolvedSnapshot, PyWeirError> {
-    let location = StorageLocation::parse(path, &StorageOptions::default())?;
+fn resolve(path: &str, options: &StorageOptions) -> Result<ResolvedSnapshot, PyWeirError> {
+    let location = StorageLocation::parse(path, options)?;
     Ok(runtime()?.block_on(ResolvedSnapshot::open(&location))?)
 }
 
@@ -106,10 +106,23 @@ impl PyCheckpoint {
     }
 }
 
+/// The storage settings a Python mapping gives (none: the environment's).
+pub(crate) fn storage_options(options: Option<BTreeMap<String, String>>) -> StorageOptions {
+    StorageOptions {
+        settings: options.unwrap_or_default(),
+    }
+}
+
 /// The `_metadata` of the checkpoint or savepoint at `path`.
 #[pyfunction]
-pub(crate) fn read_checkpoint(py: Python<'_>, path: &str) -> PyResult<PyCheckpoint> {
-    let resolved = py.detach(|| resolve(path))?;
+#[pyo3(signature = (path, storage_options = None))]
+pub(crate) fn read_checkpoint(
+    py: Python<'_>,
+    path: &str,
+    storage_options: Option<BTreeMap<String, String>>,
+) -> PyResult<PyCheckpoint> {
+    let options = self::storage_options(storage_options);
+    let resolved = py.detach(|| resolve(path, &options))?;
     Ok(PyCheckpoint {
         metadata: resolved.metadata().clone(),
     })
@@ -119,12 +132,15 @@ pub(crate) fn read_checkpoint(py: Python<'_>, path: &str) -> PyResult<PyCheckpoi
 /// can restore the checkpoint or savepoint at `path`; returns the uids of
 /// stored operators the job drops (only with `allow_non_restored_state`).
 #[pyfunction]
+#[pyo3(signature = (path, operators, allow_non_restored_state, storage_options = None))]
 pub(crate) fn check_restore(
     py: Python<'_>,
     path: &str,
     operators: Vec<(String, u32, u32)>,
     allow_non_restored_state: bool,
+    storage_options: Option<BTreeMap<String, String>>,
 ) -> PyResult<Vec<String>> {
+    let options = self::storage_options(storage_options);
     let operators = operators
         .into_iter()
         .map(|(uid, parallelism, max_parallelism)| {
@@ -135,7 +151,7 @@ pub(crate) fn check_restore(
             })
         })
         .collect::<Result<Vec<_>, PyWeirError>>()?;
-    let resolved = py.detach(|| resolve(path))?;
+    let resolved = py.detach(|| resolve(path, &options))?;
     let plan = RestorePlan::new(resolved.metadata(), &operators, allow_non_restored_state)
         .map_err(PyWeirError::from)?;
     Ok(plan.dropped.iter().map(|uid| uid.to_string()).collect())
@@ -191,20 +207,23 @@ impl PyRestoreTicket {
 /// from the checkpoint or savepoint at `path`, in subtask order; `None` when
 /// it stored no state of `uid`.
 #[pyfunction]
+#[pyo3(signature = (path, uid, parallelism, max_parallelism, storage_options = None))]
 pub(crate) fn restore_tickets(
     py: Python<'_>,
     path: &str,
     uid: &str,
     parallelism: u32,
     max_parallelism: u32,
+    storage_options: Option<BTreeMap<String, String>>,
 ) -> Result<Option<Vec<PyRestoreTicket>>, PyWeirError> {
+    let options = self::storage_options(storage_options);
     let operator = JobOperator {
         uid: OperatorUid::new(uid)?,
         parallelism,
         max_parallelism: MaxParallelism::new(max_parallelism)?,
     };
-    let resolved = py.detach(|| resolve(path))?;
-    let tickets = RestoreTicket::plan(&resolved, &operator)?;
+    let resolved = py.detach(|| resolve(path, &options))?;
+    let tickets = RestoreTicket::plan(&resolved, &operator, &options)?;
     Ok(tickets.map(|tickets| {
         tickets
             .into_iter()

@@ -6,7 +6,7 @@
 //! Glue only: arguments become `DriverOptions`, `weir_coordinator` does the
 //! work, its events come back as the classes in `events.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -16,7 +16,7 @@ use weir_checkpoint::{CheckpointStorage, OperatorStateMeta, StorageLocation, Sto
 use weir_coordinator::{CoordinatorDriver, DriverOptions, JobToken, OwnerClaim, ServerOptions};
 use weir_types::{Epoch, JobId, MaxParallelism, OperatorUid, SubtaskIndex};
 
-use crate::checkpoints::runtime;
+use crate::checkpoints::{self, runtime};
 use crate::config::PyCheckpointConfig;
 use crate::errors::PyWeirError;
 use crate::events;
@@ -44,12 +44,6 @@ fn operator_meta(
     })
 }
 
-fn storage_options(options: Option<HashMap<String, String>>) -> StorageOptions {
-    StorageOptions {
-        settings: options.unwrap_or_default().into_iter().collect(),
-    }
-}
-
 #[pymethods]
 impl PyCoordinator {
     /// Starts the run of job `job_id` under `checkpoint_dir` from `restored`
@@ -68,7 +62,7 @@ impl PyCoordinator {
         operators: Vec<(String, u32, u32)>,
         config: PyRef<'_, PyCheckpointConfig>,
         savepoint_dir: Option<String>,
-        storage_options: Option<HashMap<String, String>>,
+        storage_options: Option<BTreeMap<String, String>>,
         bind: &str,
         advertise: Option<String>,
         restored: Option<String>,
@@ -83,7 +77,7 @@ impl PyCoordinator {
             .map(operator_meta)
             .collect::<Result<_, _>>()?;
         options.savepoint_dir = savepoint_dir;
-        options.storage_options = self::storage_options(storage_options);
+        options.storage_options = checkpoints::storage_options(storage_options);
         options.restored = restored;
         let token = JobToken::new(token).map_err(PyWeirError::from)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -230,9 +224,9 @@ pub(crate) fn latest_checkpoint(
     py: Python<'_>,
     checkpoint_dir: &str,
     job_id: &str,
-    storage_options: Option<HashMap<String, String>>,
+    storage_options: Option<BTreeMap<String, String>>,
 ) -> PyResult<Option<String>> {
-    let options = self::storage_options(storage_options);
+    let options = checkpoints::storage_options(storage_options);
     let location = StorageLocation::parse(checkpoint_dir, &options).map_err(PyWeirError::from)?;
     let job = JobId::new(job_id).map_err(PyWeirError::from)?;
     py.detach(|| {

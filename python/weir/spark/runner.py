@@ -101,7 +101,7 @@ class Runner:
         self.on_epoch = on_epoch
         self.config = job.checkpoint_config or NO_CHECKPOINTS
         origin = (
-            _internal.latest_checkpoint(job.checkpoint_dir, job.name)
+            _internal.latest_checkpoint(job.checkpoint_dir, job.name, job.checkpoint_storage_options)
             if job.restore == "latest"
             else job.restore
         )
@@ -283,17 +283,25 @@ class Runner:
             sink.recover(None)
             return d.Restored(d.RestorePoint.empty(sink.high_water()))
         try:
+            options = self.job.checkpoint_storage_options
             dropped = check_restore(
-                action.path, self.graph.shapes(), allow_non_restored_state=self.job.allow_non_restored_state
+                action.path,
+                self.graph.shapes(),
+                allow_non_restored_state=self.job.allow_non_restored_state,
+                storage_options=options,
             )
-            checkpoint = read_checkpoint(action.path)
+            checkpoint = read_checkpoint(action.path, storage_options=options)
         except WeirError as error:
             return d.RestoreFailed(error)
         sink.recover(checkpoint.sinks.get(self.graph.sink_uid))
         self.restore_cut = checkpoint.cut_epoch
         for step in self.graph.steps:
             tickets = restore_tickets(
-                action.path, step.uid, parallelism=step.parallelism, max_parallelism=step.max_parallelism
+                action.path,
+                step.uid,
+                parallelism=step.parallelism,
+                max_parallelism=step.max_parallelism,
+                storage_options=options,
             )
             if tickets is not None:
                 self.tickets[step.uid] = tickets
@@ -398,7 +406,11 @@ class Runner:
             restored_checkpoint=operator.restored_checkpoint,
             restore_tickets=self.tickets.get(step.uid) if at_cut else None,
             hosts=HostAccess(
-                self.host_dir, self.token, self.coordinator.generation, self.coordinator.address, self.tcp_hosts
+                directory=self.host_dir,
+                token=self.token,
+                generation=self.coordinator.generation,
+                registry_url=self.coordinator.address,
+                tcp=self.tcp_hosts,
             ),
             owners={subtask: address for (uid, subtask), address in owners.items() if uid == step.uid},
         )

@@ -1,0 +1,203 @@
+"""The keyed average (N = 200,000) on ``local-cluster[2,1,1024]``: two executor
+JVMs with a state host each, tasks landing on either executor. Every run
+publishes exactly the expected averages, once each, whatever fails.
+
+The driver runs as a subprocess (``cluster_job.py``); the tests kill
+executors, hosts and the driver from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from cluster_support import Moto, weir_cli
+from keyed_jobs import EXPECTED, KEYS, N
+
+pytestmark = pytest.mark.cluster
+
+JOB = Path(__file__).resolve().parent / "cluster_job.py"
+RUN_LIMIT_S = 600
+
+
+def start(tmp: Path, name: str, **config: object) -> subprocess.Popen[str]:
+    """Starts the driver of job ``name`` (see ``cluster_job.main``) in its own process group."""
+    settings = {
+        "name": name,
+        "checkpoint_dir": str(tmp / "ckpt"),
+        "out": str(tmp / "out"),
+        "trace": str(tmp / "trace"),
+        "n": N,
+        "keys": KEYS,
+        "rows_per_epoch": 20_000,
+        "parallelism": 4,
+    }
+    settings.update(config)
+    path = tmp / f"{name}-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(settings))
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(driver: subprocess.Popen[str], during: Callable[[], None] | None = None) -> dict[str, int]:
+    """Waits for the driver (calling ``during`` until it ends); its result."""
+    deadline = time.monotonic() + RUN_LIMIT_S
+    while driver.poll() is None and time.monotonic() < deadline:
+        if during is not None:
+            during()
+        time.sleep(0.1)
+    if driver.poll() is None:
+        os.killpg(driver.pid, signal.SIGKILL)
+    out, err = driver.communicate()
+    assert driver.returncode == 0, err[-4000:]
+    (line,) = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    result: dict[str, int] = json.loads(line.removeprefix("RESULT "))
+    return result
+
+
+def assert_exactly_once(out: Path) -> None:
+    table = ds.dataset(str(out), format="parquet").to_table(columns=["key", "avg"])
+    got = Counter(zip(table.column("key").to_pylist(), table.column("avg").to_pylist(), strict=True))
+    assert sum(got.values()) == sum(EXPECTED.values()), "missing or duplicated averages"
+    assert got == EXPECTED
+
+
+def executors_by_subtask(trace: Path) -> dict[int, set[int]]:
+    """Which executors (PySpark daemon pids) ran tasks of each subtask."""
+    seen: dict[int, set[int]] = {}
+    for line in trace.read_text().splitlines():
+        subtask, executor = map(int, line.split())
+        seen.setdefault(subtask, set()).add(executor)
+    return seen
+
+
+def checkpoint_completed(tmp: Path, name: str) -> bool:
+    return any((p / "_metadata").exists() for p in (tmp / "ckpt" / name).glob("chk-*"))
+
+
+def processes(*needles: str) -> list[int]:
+    """The pids of processes whose command line holds every needle."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if all(n in cmdline for n in needles):
+            found.append(int(entry))
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below ``root``."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def kill_once(
+    condition: Callable[[], bool], targets: Callable[[], list[int]], killed: list[int]
+) -> Callable[[], None]:
+    """A ``during`` hook: once ``condition`` holds, SIGKILLs the first of ``targets``."""
+
+    def step() -> None:
+        if killed or not condition():
+            return
+        pids = targets()
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    return step
+
+
+def test_tasks_of_one_subtask_run_on_both_executors(tmp_path: Path) -> None:
+    result = finish(start(tmp_path, "cluster-plain"))
+    assert result["restarts"] == 0
+    assert_exactly_once(tmp_path / "out")
+    seen = executors_by_subtask(tmp_path / "trace")
+    assert len(set().union(*seen.values())) == 2, "both executors ran tasks"
+    assert any(len(executors) == 2 for executors in seen.values()), (
+        f"some subtask ran on both executors across epochs: {seen}"
+    )
+
+
+def test_an_executor_killed_mid_run(tmp_path: Path) -> None:
+    name = "cluster-executor-killed"
+    driver = start(tmp_path, name)
+    killed: list[int] = []
+
+    def executors() -> list[int]:
+        return sorted(set(processes("CoarseGrainedExecutorBackend")) & descendants(driver.pid))
+
+    result = finish(driver, kill_once(lambda: checkpoint_completed(tmp_path, name), executors, killed))
+    assert killed, "an executor JVM was killed mid-run"
+    assert result["restarts"] >= 1
+    assert_exactly_once(tmp_path / "out")
+
+
+def test_a_state_host_killed_mid_run(tmp_path: Path) -> None:
+    name = "cluster-host-killed"
+    driver = start(tmp_path, name)
+    killed: list[int] = []
+    hosts = lambda: processes("weir-host", f"weir-{name}-")  # noqa: E731
+    result = finish(driver, kill_once(lambda: checkpoint_completed(tmp_path, name), hosts, killed))
+    assert killed, "a state host was killed mid-run"
+    assert result["restarts"] >= 1
+    assert_exactly_once(tmp_path / "out")
+
+
+def test_s3_checkpoints_survive_a_killed_driver(tmp_path: Path, moto: Moto) -> None:
+    name = "cluster-s3"
+    settings = {
+        "checkpoint_dir": "s3://weir/checkpoints",
+        "storage_options": moto.storage_options(),
+        "restore": "latest",
+    }
+    cli = [str(weir_cli()), "checkpoint", "list", f"s3://weir/checkpoints/{name}"]
+    env = {**os.environ, **moto.environment()}
+
+    def listed() -> str:
+        run = subprocess.run(cli, capture_output=True, text=True, env=env, check=False)
+        return run.stdout if run.returncode == 0 else ""
+
+    first = start(tmp_path, name, **settings)
+    deadline = time.monotonic() + RUN_LIMIT_S
+    while first.poll() is None and time.monotonic() < deadline and "chk-" not in listed():
+        time.sleep(0.5)
+    assert first.poll() is None, "the first driver must still run when it is killed"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate()
+    finish(start(tmp_path, name, **settings))
+    # Exact output proves the restore: a second run from scratch would publish
+    # the first run's averages again.
+    assert_exactly_once(tmp_path / "out")
+    listing = listed()
+    assert "chk-" in listing and "latest" in listing, listing
