@@ -53,6 +53,10 @@ test-rust: sys-deps venv ## Rust unit, property and integration tests (S3 tests 
 test-python: build ## Python tests (pytest), including Spark ones
 	$(PY) -m pytest
 
+.PHONY: test-cluster
+test-cluster: build ## Only the local-cluster tests (two executor JVMs; part of test-python)
+	$(PY) -m pytest -m cluster tests/cluster
+
 .PHONY: test
 test: lint test-rust test-python ## Every check and test: what CI runs
 

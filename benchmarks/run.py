@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"correct={record['correct']}, peak {record['peak_mem_mb']:.0f} MB",
                     flush=True,
                 )
+                remote = (record.get("extra") or {}).get("remote_state_bytes_per_epoch")
+                if remote:
+                    print(f"  {remote:,.0f} bytes of state per epoch sent across executors", flush=True)
     report.add_ratios(records)
     print()
     print(report.table(records))

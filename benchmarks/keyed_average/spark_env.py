@@ -34,6 +34,17 @@ BASE_CONF: Mapping[str, str] = {
 }
 
 
+LOCAL_CLUSTER_CONF: Mapping[str, str] = {
+    # Two executor JVMs of one core each: the same parallelism as local[2], but every
+    # executor has its own state host and a task may land away from its state.
+    "spark.master": f"local-cluster[{PARALLELISM},1,1024]",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
+}
+"""Extra conf of the ``local-cluster`` variants (``spark.master`` overrides ``local[2]``)."""
+
+
 def build_session(name: str, extra_conf: Mapping[str, str], scratch: Path) -> SparkSession:
     """A ``local[2]`` SparkSession with the benchmark's conf plus ``extra_conf``."""
     from pyspark.sql import SparkSession

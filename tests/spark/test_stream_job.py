@@ -29,8 +29,9 @@ from keyed_jobs import (  # noqa: E402
     state_host_pids,
 )
 
+from weir.config import CheckpointConfig
 from weir.exceptions import InvalidArgumentError
-from weir.spark import StreamJob, sinks, sources
+from weir.spark import EpochProgress, StreamJob, sinks, sources
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,7 +91,7 @@ DRIVER = textwrap.dedent(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, {examples!r})
     from pyspark.sql import SparkSession
-    from weir.spark import StreamJob, sinks, sources
+    from weir.spark import EpochProgress, StreamJob, sinks, sources
     from keyed_average import KeyedAverage
 
     spark = (SparkSession.builder.master("local[2]").appName("weir-driver-kill")
@@ -259,3 +260,47 @@ def test_file_source_with_a_transform_at_least_once(spark: SparkSession, tmp_pat
             want[((i * 2654435761) % 1000, acc[1] // 10)] += 1
             acc[0] = acc[1] = 0
     assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
+
+
+def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:
+    # Every put waits 4 s and every checkpoint times out after 200 ms: each
+    # one is aborted while its subtasks still upload. Canceled uploads write
+    # nothing, so no state file ever appears, not even seconds after an abort.
+    # (No checkpoint completes, so nothing is published: the job stops after
+    # max_epochs with its output staged.)
+    job, _ = keyed_average_job(
+        spark,
+        tmp_path,
+        KeyedAverage(),
+        name="avg-timeouts",
+        n=100_000,
+        rows_per_epoch=10_000,
+        checkpoint_storage_options={"put_delay_ms": "4000"},
+        state_backend="rocksdb",
+    )
+    job.set_checkpoint_config(CheckpointConfig(interval_ms=300, timeout_ms=200, tolerable_failures=1000))
+    job_dir = tmp_path / "ckpt" / "avg-timeouts"
+    started = time.monotonic()
+    seen: list[list[str]] = []
+
+    def state_files() -> list[str]:
+        return sorted(
+            str(p.relative_to(job_dir))
+            for p in job_dir.rglob("*")
+            if p.is_file() and (p.relative_to(job_dir).parts[0].startswith("chk-") or "shared" in p.parts)
+        )
+
+    def look(progress: EpochProgress) -> None:
+        # Once the first aborted checkpoint's puts would have finished (4 s
+        # after its trigger), look twice, 4.5 s apart: any upload that
+        # survived its abort has landed by then.
+        if len(seen) < 2 and time.monotonic() - started > 5:
+            time.sleep(4.5 if seen else 0)
+            seen.append(state_files())
+
+    result = job.execute(on_epoch=look, max_epochs=40)
+    assert len(seen) == 2, "the job ran long enough to look"
+    assert seen == [[], []], seen
+    assert result.checkpoints == [], "every checkpoint timed out"
+    assert result.stats["counts"]["failed"] >= 2, result.stats["counts"]
+    assert state_files() == []

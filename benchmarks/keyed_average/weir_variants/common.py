@@ -14,7 +14,7 @@ from benchmarks.keyed_average.spark_env import PARALLELISM, read_back
 
 if TYPE_CHECKING:
     from benchmarks.keyed_average.registry import RunContext
-    from weir.spark.job import DataStream, JobResult, KeyedStream
+    from weir.spark import DataStream, JobResult, KeyedStream
 
 #: docs/BENCHMARKS.md: checkpointing on, every 1 s, to local storage.
 CHECKPOINT_INTERVAL_MS = 1000
@@ -78,7 +78,12 @@ def run_weir_job(
         checkpoints=len(result.checkpoints),
         checkpoint_sync_ms=sync_ms,
         checkpoint_async_ms=async_ms,
-        extra={"epochs": result.epochs, "restarts": result.restarts, **checkpoint_summary(result)},
+        extra={
+            "epochs": result.epochs,
+            "restarts": result.restarts,
+            "remote_state_bytes_per_epoch": result.remote_state_bytes / max(result.epochs, 1),
+            **checkpoint_summary(result),
+        },
     )
 
 

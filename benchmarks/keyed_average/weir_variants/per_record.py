@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.keyed_average.measure import Outcome
 from benchmarks.keyed_average.registry import RunContext, Variant
+from benchmarks.keyed_average.spark_env import LOCAL_CLUSTER_CONF
 from benchmarks.keyed_average.weir_variants.common import CHECKPOINT_INTERVAL_MS, run_weir_job
 from benchmarks.keyed_average.workload import OUTPUT_DDL
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor
@@ -66,6 +67,14 @@ VARIANTS = [
         path="per_record",
         run=_run("rocksdb"),
         description="Python KeyedProcessFunction + ValueState, RocksDB backend",
+    ),
+    Variant(
+        name="weir-per-record-heap-local-cluster",
+        system="weir",
+        path="per_record",
+        run=_run("heap"),
+        spark_conf=lambda _cache: LOCAL_CLUSTER_CONF,
+        description="the heap variant on local-cluster[2,1,1024]: two executors, a state host each",
     ),
     Variant(
         name=NO_CHECKPOINTS,

@@ -67,6 +67,9 @@ class JobResult:
     """The coordinator's checkpoint statistics at the end."""
     waterfalls: list[EpochWaterfall] = field(default_factory=list)
     """Where each successful epoch's time went (driver steps, task phases)."""
+    remote_state_bytes: int = 0
+    """State bytes the hosts still alive at the end exchanged with tasks on
+    other executors (over TCP); 0 when every task ran on its subtask's owner."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,16 @@ class Runner:
         self.hosts.update(self.coordinator.owners().values())
         return self.hosts
 
+    def host_statuses(self, entry: str) -> list[Any]:
+        """``entry`` of the status of each known host that answers."""
+        found = []
+        for address in sorted(self.known_hosts()):
+            try:
+                found.append(weir.host.status(address, self.token, timeout_s=10.0)[entry])
+            except WeirError:
+                continue
+        return found
+
     def shutdown_hosts(self) -> None:
         """Stops the run's hosts: a host lives as long as its job, not its tasks."""
         for address in sorted(self.known_hosts()):
@@ -439,6 +452,7 @@ class Runner:
         result.completions = list(driver.completed)
         if self.coordinator is not None:
             result.stats = json.loads(self.coordinator.stats())
+            result.remote_state_bytes = sum(self.host_statuses("tcp_payload_bytes"))
         self.progress.summary(result)
         return result
 

@@ -410,6 +410,10 @@ pub struct HostStatus {
     pub acked_uploads: u64,
     /// Uploads that failed (declined) since the host started.
     pub failed_uploads: u64,
+    /// State bytes (Arrow payloads of requests and replies) exchanged with
+    /// tasks on other executors, over TCP, since the host started.
+    #[serde(default)]
+    pub tcp_payload_bytes: u64,
     /// The last upload or ack failure, for the user.
     pub last_failure: Option<String>,
 }

@@ -4,6 +4,7 @@
 
 use std::io::BufReader;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::CANCEL_WAIT;
@@ -48,6 +49,14 @@ fn serve_inner(host: &Arc<Host>, stream: Transport, handshake: Tally) -> Result<
         host: Arc::clone(host),
         slot: None,
     };
+    let remote = matches!(reader.get_ref(), Transport::Tcp(_));
+    let count = |payloads: &[Vec<u8>]| {
+        if remote {
+            let bytes: usize = payloads.iter().map(Vec::len).sum();
+            host.tcp_payload_bytes
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    };
     loop {
         let frame = match Frame::read_from(&mut reader) {
             Ok(Some(frame)) => frame,
@@ -61,9 +70,13 @@ fn serve_inner(host: &Arc<Host>, stream: Transport, handshake: Tally) -> Result<
         };
         let request = decode_header::<Request>(&frame.header);
         let shutdown = matches!(request, Ok(Request::Shutdown));
+        count(&frame.payloads);
         let outcome = request.and_then(|request| session.handle(request, &frame.payloads));
         match outcome {
-            Ok((reply, payloads)) => write(reader.get_mut(), &reply, payloads)?,
+            Ok((reply, payloads)) => {
+                count(&payloads);
+                write(reader.get_mut(), &reply, payloads)?;
+            }
             Err(err @ HostError::Protocol(_)) => {
                 reply_error(reader.get_mut(), &err)?;
                 return Err(err);

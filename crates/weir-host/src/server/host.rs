@@ -48,6 +48,8 @@ pub(crate) struct Host {
     upload_finished: Condvar,
     acked: AtomicU64,
     failed: AtomicU64,
+    /// State bytes (request and reply payloads) exchanged over TCP.
+    pub(crate) tcp_payload_bytes: AtomicU64,
     last_failure: Mutex<Option<String>>,
     connections: Arc<AtomicUsize>,
     handshakes: Arc<AtomicUsize>,
@@ -74,6 +76,7 @@ impl Host {
             upload_finished: Condvar::new(),
             acked: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            tcp_payload_bytes: AtomicU64::new(0),
             last_failure: Mutex::new(None),
             connections: Arc::new(AtomicUsize::new(0)),
             handshakes: Arc::new(AtomicUsize::new(0)),
@@ -292,6 +295,7 @@ impl Host {
             pending_uploads: uploads.len(),
             acked_uploads: self.acked.load(Ordering::Relaxed),
             failed_uploads: self.failed.load(Ordering::Relaxed),
+            tcp_payload_bytes: self.tcp_payload_bytes.load(Ordering::Relaxed),
             last_failure: lock(&self.last_failure).clone(),
         }
     }
