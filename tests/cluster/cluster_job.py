@@ -49,6 +49,8 @@ def session() -> Any:
     """A Spark session on two executor JVMs, everything on loopback."""
     from pyspark.sql import SparkSession
 
+    # The executors' Python workers must run this interpreter, which has weir installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     path = os.pathsep.join([str(HERE), str(EXAMPLES), os.environ.get("PYTHONPATH", "")])
     return (
         SparkSession.builder.master(MASTER)
@@ -57,7 +59,6 @@ def session() -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
-        .config("spark.pyspark.python", sys.executable)
         .config("spark.executorEnv.PYTHONPATH", path)
         .config("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "4")

@@ -23,7 +23,7 @@ import pytest
 from cluster_support import Moto, weir_cli
 from keyed_jobs import EXPECTED, KEYS, N
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 JOB = Path(__file__).resolve().parent / "cluster_job.py"
 RUN_LIMIT_S = 600
@@ -42,15 +42,18 @@ def start(tmp: Path, name: str, **config: object) -> subprocess.Popen[str]:
         "parallelism": 4,
     }
     settings.update(config)
-    path = tmp / f"{name}-{time.monotonic_ns()}.json"
+    run = f"{name}-{time.monotonic_ns()}"
+    path = tmp / f"{run}.json"
     path.write_text(json.dumps(settings))
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # Files, not pipes: Spark's logs would fill a pipe nobody reads while the job runs.
+    with (tmp / f"{run}.out").open("w") as out, (tmp / f"{run}.err").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, str(JOB), str(path)],
+            stdout=out,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
 
 
 def finish(driver: subprocess.Popen[str], during: Callable[[], None] | None = None) -> dict[str, int]:
@@ -62,7 +65,9 @@ def finish(driver: subprocess.Popen[str], during: Callable[[], None] | None = No
         time.sleep(0.1)
     if driver.poll() is None:
         os.killpg(driver.pid, signal.SIGKILL)
-    out, err = driver.communicate()
+    driver.wait()
+    config = Path(driver.args[-1])
+    out, err = (config.with_suffix(suffix).read_text() for suffix in (".out", ".err"))
     assert driver.returncode == 0, err[-4000:]
     (line,) = [line for line in out.splitlines() if line.startswith("RESULT ")]
     result: dict[str, int] = json.loads(line.removeprefix("RESULT "))
@@ -190,14 +195,14 @@ def test_s3_checkpoints_survive_a_killed_driver(tmp_path: Path, moto: Moto) -> N
 
     first = start(tmp_path, name, **settings)
     deadline = time.monotonic() + RUN_LIMIT_S
-    while first.poll() is None and time.monotonic() < deadline and "chk-" not in listed():
+    while first.poll() is None and time.monotonic() < deadline and "completed" not in listed():
         time.sleep(0.5)
     assert first.poll() is None, "the first driver must still run when it is killed"
     os.killpg(first.pid, signal.SIGKILL)
-    first.communicate()
+    first.wait()
     finish(start(tmp_path, name, **settings))
     # Exact output proves the restore: a second run from scratch would publish
     # the first run's averages again.
     assert_exactly_once(tmp_path / "out")
     listing = listed()
-    assert "chk-" in listing and "latest" in listing, listing
+    assert "completed (latest)" in listing, listing
