@@ -65,8 +65,9 @@ def open_session(task: OperatorTask, partition: int) -> _internal.Session:
     if winner == local:
         return session
     # Another attempt of this subtask claimed it first (a speculative or
-    # retried task elsewhere): its host holds the state, this one's copy is dropped.
-    session.close()
+    # retried task elsewhere): its host holds the state. Dropping the session
+    # detaches from this host, whose copy goes with the next generation.
+    del session
     return _connect(task, partition, winner)
 
 

@@ -123,7 +123,7 @@ class Runner:
         self.host_dir = tempfile.mkdtemp(prefix=f"weir-{job.name}-")
         os.chmod(self.host_dir, 0o700)
         self.hosts: set[str] = set()
-        self.tcp_hosts = not _is_local_mode(job.spark.sparkContext.master)
+        self.tcp_hosts = not _is_local_mode(job.spark.sparkContext.master or "local")
         self.job_dir = f"{job.checkpoint_dir.rstrip('/')}/{job.name}"
         self.coordinator: _internal.Coordinator | None = None
         self.inputs: dict[str, StepInput] = {}
@@ -247,37 +247,42 @@ class Runner:
     def cancel_uploads(self, checkpoint_id: int) -> None:
         """Tells the hosts a checkpoint will never complete, so they stop its
         uploads and delete what they wrote of it."""
-        for address in sorted(self.known_hosts()):
-            try:
-                weir.host.abort_checkpoint(address, self.token, checkpoint_id)
-            except WeirError as error:
-                # A host that is gone has no uploads left; the next task to need
-                # it finds it lost and the job restores.
-                self.progress.log(f"could not cancel checkpoint {checkpoint_id} at host {address}: {error}")
+        self.each_host(
+            f"cancel checkpoint {checkpoint_id}",
+            lambda address: weir.host.abort_checkpoint(address, self.token, checkpoint_id),
+        )
 
-    def known_hosts(self) -> set[str]:
-        """Every host that owned a subtask in any generation of this run."""
-        assert self.coordinator is not None
-        self.hosts.update(self.coordinator.owners().values())
-        return self.hosts
-
-    def host_statuses(self, entry: str) -> list[Any]:
-        """``entry`` of the status of each known host that answers."""
-        found = []
-        for address in sorted(self.known_hosts()):
-            try:
-                found.append(weir.host.status(address, self.token, timeout_s=10.0)[entry])
-            except WeirError:
-                continue
-        return found
+    def start_host_generation(self, generation: int) -> None:
+        """Makes the hosts drop the failed generation's state now, not at their next task."""
+        self.each_host(
+            f"start generation {generation}",
+            lambda address: weir.host.start_generation(address, self.token, generation, timeout_s=10.0),
+        )
 
     def shutdown_hosts(self) -> None:
         """Stops the run's hosts: a host lives as long as its job, not its tasks."""
-        for address in sorted(self.known_hosts()):
+        self.each_host("stop", lambda address: weir.host.shutdown(address, self.token, timeout_s=10.0))
+
+    def host_statuses(self, entry: str) -> list[Any]:
+        """``entry`` of the status of each known host that answers."""
+        statuses = self.each_host(
+            "report", lambda address: weir.host.status(address, self.token, timeout_s=10.0)
+        )
+        return [status[entry] for status in statuses]
+
+    def each_host(self, what: str, request: Callable[[str], Any]) -> list[Any]:
+        """Sends ``request`` to every host that owned a subtask in any generation
+        of this run; the answers of those that answer. A host that is gone holds
+        nothing any more (a task that needs it finds it lost, and the job restores)."""
+        assert self.coordinator is not None
+        self.hosts.update(self.coordinator.owners().values())
+        answers = []
+        for address in sorted(self.hosts):
             try:
-                weir.host.shutdown(address, self.token, timeout_s=10.0)
+                answers.append(request(address))
             except WeirError as error:
-                self.progress.log(f"could not stop the state host at {address}: {error}", debug=True)
+                self.progress.log(f"state host {address} did not {what}: {error}", debug=True)
+        return answers
 
     # -- actions -----------------------------------------------------------------
 
@@ -290,6 +295,7 @@ class Runner:
             assert self.coordinator is not None
             self.coordinator.restart(action.path)
             self.planned = None
+            self.start_host_generation(self.coordinator.generation)
         sink = self.graph.sink
         self.tickets, self.restore_cut = {}, None
         if action.path is None:
