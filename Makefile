@@ -71,10 +71,11 @@ bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark p
 	$(PY) benchmarks/checkpoints.py $(filter --quick,$(ARGS))
 
 .PHONY: lint
-lint: sys-deps venv $(EXT_STAMP) ## clippy, rustfmt check, the no-pyo3 rule, ruff, mypy and stubtest
+lint: sys-deps venv $(EXT_STAMP) ## clippy, rustfmt check, the no-pyo3 rule, the binding's share, ruff, mypy and stubtest
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 	ci/check-no-pyo3.sh
+	ci/binding-share.sh
 	$(VENV)/bin/ruff check python tests ci
 	$(VENV)/bin/mypy --strict python/weir
 	$(PY) -m mypy.stubtest weir._internal --allowlist ci/stubtest-allowlist.txt

@@ -2,7 +2,9 @@
 //! (on the driver) and handed to whichever task attaches the subtask.
 
 use serde::{Deserialize, Serialize};
-use weir_checkpoint::{JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan, StorageOptions};
+use weir_checkpoint::{
+    JobOperator, OperatorRestore, ResolvedSnapshot, RestorePlan, StorageOptions,
+};
 use weir_snapshot::{KeyedStateHandle, StateFile};
 use weir_types::{CheckpointId, Epoch, KeyGroupRange, SubtaskIndex};
 

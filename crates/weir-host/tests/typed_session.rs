@@ -242,7 +242,10 @@ fn restore_tickets_restore_each_subtask_at_a_new_parallelism() {
         uid: OperatorUid::new("other").expect("valid"),
         ..job.clone()
     };
-    assert_eq!(RestoreTicket::plan(&snapshot, &other, &StorageOptions::default()).expect("plans"), None);
+    assert_eq!(
+        RestoreTicket::plan(&snapshot, &other, &StorageOptions::default()).expect("plans"),
+        None
+    );
     for (index, ticket) in tickets.iter().enumerate() {
         assert_eq!(ticket.subtask().0 as usize, index);
         assert_eq!(ticket.cut(), Epoch(1));

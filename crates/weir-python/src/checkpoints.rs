@@ -10,8 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tokio::runtime::Runtime;
 use weir_checkpoint::{
-    CheckpointMetadata, JobOperator, ResolvedSnapshot, RestorePlan, StorageLocation,
-    StorageOptions,
+    CheckpointMetadata, JobOperator, ResolvedSnapshot, RestorePlan, StorageLocation, StorageOptions,
 };
 use weir_host::RestoreTicket;
 use weir_types::{MaxParallelism, OperatorUid};

@@ -12,7 +12,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use weir_checkpoint::coordinator::EpochCut;
-use weir_checkpoint::{CheckpointStorage, OperatorStateMeta, StorageLocation, StorageOptions};
+use weir_checkpoint::{CheckpointStorage, OperatorStateMeta, StorageLocation};
 use weir_coordinator::{CoordinatorDriver, DriverOptions, JobToken, OwnerClaim, ServerOptions};
 use weir_types::{Epoch, JobId, MaxParallelism, OperatorUid, SubtaskIndex};
 

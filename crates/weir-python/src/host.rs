@@ -13,8 +13,7 @@ use pyo3::prelude::*;
 use weir_checkpoint::StorageOptions;
 use weir_host::client::{HostClient, HostOptions, ensure_host};
 use weir_host::protocol::{
-    AckTarget, BarrierRequest, Expectation, HostAddress, HostDir, HostStatus, JobToken,
-    StorageRef,
+    AckTarget, BarrierRequest, Expectation, HostAddress, HostDir, HostStatus, JobToken, StorageRef,
 };
 use weir_host::server::{HostConfig, StartError, run};
 use weir_host::{HostError, SubtaskSpec};
