@@ -196,8 +196,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"correct={record['correct']}, peak {record['peak_mem_mb']:.0f} MB",
                     flush=True,
                 )
-                remote = (record.get("extra") or {}).get("remote_state_bytes_per_epoch")
-                if remote:
+                extra = record.get("extra") or {}
+                if "waterfall_text" in extra:
+                    print(f"  median {extra['waterfall_text']}", flush=True)
+                remote = extra.get("remote_state_bytes_per_epoch")
+                if remote is not None and "local-cluster" in variant.name:
                     print(f"  {remote:,.0f} bytes of state per epoch sent across executors", flush=True)
     report.add_ratios(records)
     print()

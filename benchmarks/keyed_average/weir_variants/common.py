@@ -82,9 +82,20 @@ def run_weir_job(
             "epochs": result.epochs,
             "restarts": result.restarts,
             "remote_state_bytes_per_epoch": result.remote_state_bytes / max(result.epochs, 1),
+            **typical_epoch(result),
             **checkpoint_summary(result),
         },
     )
+
+
+def typical_epoch(result: JobResult) -> dict[str, Any]:
+    """The waterfall of the median epoch by driver time, among epochs that ran
+    tasks (the run's tail of barrier-only epochs has none), as JSON and text."""
+    timed = [w for w in result.waterfalls if w.tasks]
+    if not timed:
+        return {}
+    median = sorted(timed, key=lambda w: sum(w.driver.values()))[len(timed) // 2]
+    return {"waterfall": median.to_dict(), "waterfall_text": median.render()}
 
 
 def checkpoint_durations(result: JobResult) -> tuple[list[float], list[float]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from weir import _internal
 from weir.host import command
@@ -38,10 +39,21 @@ def _owner_pid() -> int:
     return parent
 
 
-def executor_address() -> str:
+def executor_address(coordinator_url: str) -> str:
     """The address this executor is reached at: Spark's ``SPARK_LOCAL_IP`` if
-    set (what Spark itself binds to), else the address the host name resolves to."""
-    return os.environ.get("SPARK_LOCAL_IP") or socket.gethostbyname(socket.gethostname())
+    set (what Spark itself binds to), else the address of the interface that
+    routes to the driver's coordinator, which other executors reach the driver
+    through too. (A host name may resolve to a loopback address, as Debian's
+    ``/etc/hosts`` makes it, which no other machine reaches.)"""
+    configured = os.environ.get("SPARK_LOCAL_IP")
+    if configured:
+        return configured
+    target = urlsplit(coordinator_url)
+    family = socket.AF_INET6 if target.hostname and ":" in target.hostname else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        # Connecting a UDP socket sends nothing: it only picks the route.
+        probe.connect((target.hostname or "127.0.0.1", target.port or 80))
+        return str(probe.getsockname()[0])
 
 
 def executor_directory(task: OperatorTask) -> str:
@@ -91,9 +103,14 @@ def _connect(task: OperatorTask, partition: int, owner: str | None) -> _internal
         restore=restore,
         host_command=command(),
         owner_pid=_owner_pid(),
-        listen=f"{executor_address()}:0" if task.hosts.tcp else None,
+        listen=_listen_address(task.hosts.registry_url) if task.hosts.tcp else None,
         owner_address=owner,
     )
+
+
+def _listen_address(coordinator_url: str) -> str:
+    address = executor_address(coordinator_url)
+    return f"[{address}]:0" if ":" in address else f"{address}:0"
 
 
 def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
