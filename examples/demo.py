@@ -22,9 +22,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -88,6 +91,43 @@ def weir_cli() -> list[str]:
     return ["cargo", "run", "--release", "--quiet", "-p", "weir-cli", "--"]
 
 
+@contextmanager
+def without_worker_disconnect_tracebacks() -> Iterator[None]:
+    """Drops the ``BrokenPipeError`` tracebacks PySpark's worker daemon prints
+    when Spark cancels the sibling of the task that failed on purpose (the
+    daemon still writes to the canceled task's closed socket); everything else
+    written to stderr, by this process, the JVM or the workers, passes through."""
+    restore, terminal = os.dup(2), os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward() -> None:
+        with os.fdopen(read_end, errors="replace") as lines, os.fdopen(terminal, "w") as out:
+            held: list[str] = []
+            for line in lines:
+                if held or line.startswith("Traceback (most recent call last):"):
+                    held.append(line)
+                    if line[:1].isspace() or line.startswith("Traceback"):
+                        continue
+                    if not line.startswith("BrokenPipeError"):
+                        out.writelines(held)
+                    held = []
+                else:
+                    out.write(line)
+                out.flush()
+            out.writelines(held)
+
+    # A daemon thread: the JVM keeps its copy of the pipe open until this process exits.
+    threading.Thread(target=forward, name="stderr-filter", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(restore, 2)
+        os.close(restore)
+
+
 def main() -> None:
     started = time.monotonic()
     work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="weir-demo-"))
@@ -96,6 +136,8 @@ def main() -> None:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     # Python workers must run this interpreter, which has weir installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Everything on loopback (Spark warns when the host name resolves to it).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("weir-demo")
@@ -142,4 +184,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with without_worker_disconnect_tracebacks():
+        main()
