@@ -97,7 +97,17 @@ def main(config_path: str) -> int:
         TracedAverage(config["trace"]), output_schema="key long, avg long", uid="avg"
     ).sink_to(sinks.parquet_files(config["out"]), uid="out")
     result = job.execute()
-    print("RESULT " + json.dumps({"epochs": result.epochs, "restarts": result.restarts}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "epochs": result.epochs,
+                "restarts": result.restarts,
+                "remote_state_bytes": result.remote_state_bytes,
+            }
+        ),
+        flush=True,
+    )
     spark.stop()
     return 0
 

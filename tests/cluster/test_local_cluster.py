@@ -152,6 +152,8 @@ def test_tasks_of_one_subtask_run_on_both_executors(tmp_path: Path) -> None:
     assert any(len(executors) == 2 for executors in seen.values()), (
         f"some subtask ran on both executors across epochs: {seen}"
     )
+    # Tasks away from their subtask's owner read and wrote its state over TCP.
+    assert result["remote_state_bytes"] > 0
 
 
 def test_an_executor_killed_mid_run(tmp_path: Path) -> None:
