@@ -304,3 +304,21 @@ def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession
     assert result.checkpoints == [], "every checkpoint timed out"
     assert result.stats["counts"]["failed"] >= 2, result.stats["counts"]
     assert state_files() == []
+
+
+@pytest.mark.parametrize("cleanup", ["retain_on_cancellation", "delete_on_cancellation"])
+def test_an_interrupted_job_is_cancelled_and_cleans_up_as_configured(
+    spark: SparkSession, tmp_path: Path, cleanup: str
+) -> None:
+    job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-cancel", rows_per_epoch=20_000)
+    job.set_checkpoint_config(CheckpointConfig(interval_ms=300, externalized_cleanup=cleanup))
+    job_dir = tmp_path / "ckpt" / "avg-cancel"
+
+    def interrupt(progress: EpochProgress) -> None:
+        if progress.checkpoints:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        job.execute(on_epoch=interrupt)
+    kept = sorted(p.name for p in job_dir.glob("chk-*") if (p / "_metadata").exists())
+    assert (kept != []) == (cleanup == "retain_on_cancellation"), kept

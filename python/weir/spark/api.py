@@ -323,6 +323,10 @@ class StreamJob:
             max_epochs: Stop after this many successful epochs.
             on_epoch: Called in the driver after every successful epoch (it may
                 call :meth:`trigger_savepoint` or :meth:`stop_with_savepoint`).
+
+        Interrupting it (``KeyboardInterrupt``) cancels the job: its retained
+        checkpoints stay, unless the checkpoint config says
+        ``externalized_cleanup="delete_on_cancellation"``.
         """
         from weir.spark.runner import Runner
 

@@ -148,7 +148,10 @@ class Runner:
     ) -> None:
         if self.coordinator is not None:
             self.shutdown_hosts()
-            self.coordinator.shutdown()
+            # Interrupting execute() is how a user cancels a job (Flink's cancel):
+            # externalized_cleanup="delete_on_cancellation" then deletes its checkpoints.
+            cancelled = kind is not None and issubclass(kind, KeyboardInterrupt)
+            self.coordinator.shutdown(cancelled=cancelled)
         shutil.rmtree(self.host_dir, ignore_errors=True)
 
     # -- the loop ---------------------------------------------------------------
