@@ -1,4 +1,4 @@
-"""Checkpoint benchmarks (docs/BENCHMARKS.md, "Checkpoint benchmarks" and "Targets").
+"""Checkpoint benchmarks (docs/benchmarks.md, "Checkpoint benchmarks" and "Targets").
 
 Builds and runs ``crates/weir-host/examples/checkpoint_bench`` (the in-process engine: heap and
 RocksDB; sync pause, async upload, incremental RocksDB checkpoints, restore, rescale 2 -> 3) in a
@@ -56,7 +56,7 @@ class Record:
 
 @dataclass(frozen=True)
 class Target:
-    """A target from docs/BENCHMARKS.md for one (benchmark, metric), from some size on."""
+    """A target from docs/benchmarks.md for one (benchmark, metric), from some size on."""
 
     benchmark: str
     metric: str
@@ -173,7 +173,7 @@ def derive(records: list[Record], disk: DiskBandwidth) -> list[Record]:
 
 
 def judge(records: list[Record]) -> None:
-    """Fills ``target`` and ``met`` where docs/BENCHMARKS.md states a target for that size."""
+    """Fills ``target`` and ``met`` where docs/benchmarks.md states a target for that size."""
     for r in records:
         for t in TARGETS:
             if (r.benchmark, r.metric) == (t.benchmark, t.metric) and t.applies(r.keys):

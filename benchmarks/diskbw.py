@@ -1,5 +1,5 @@
 """Sequential disk bandwidth of a directory's file system, measured in the same run as the
-checkpoint benchmarks that compare against it (docs/BENCHMARKS.md: async upload >= 70% of the
+checkpoint benchmarks that compare against it (docs/benchmarks.md: async upload >= 70% of the
 write bandwidth, restore >= 50% of the read bandwidth).
 
 Write: ``size`` bytes in ``block``-sized writes, then ``fsync``; the time includes the fsync,

@@ -3,7 +3,7 @@
 Runs the worker's per-batch loop (``weir.spark.worker.process_batches``: marker
 filter, key-group check, Arrow -> Python rows, ``OperatorRunner.process``,
 output batch) over one subtask's share of an epoch of the keyed-average
-workload (docs/BENCHMARKS.md), in Arrow batches shaped as ``mapInArrow``
+workload (docs/benchmarks.md), in Arrow batches shaped as ``mapInArrow``
 delivers them (``spark.sql.execution.arrow.maxRecordsPerBatch`` = 10,000 rows;
 the internal key-group, route and marker columns; one marker row), with the
 ``KeyedAverage`` function of ``examples/keyed_average.py``. Variants, timed in

@@ -1,4 +1,4 @@
-"""Run the keyed-average benchmark (docs/BENCHMARKS.md): every registered variant, Weir and
+"""Run the keyed-average benchmark (docs/benchmarks.md): every registered variant, Weir and
 Spark, on the same generated data in one invocation; print a table with ratios, write
 ``benchmarks/results/<timestamp>.json`` and ``latest.json``, and draw
 ``benchmarks/results/keyed_average.png``.

@@ -1,4 +1,4 @@
-"""The keyed-average workload of BENCHMARKS.md as a Weir function.
+"""The keyed-average workload of docs/benchmarks.md as a Weir function.
 
 Events ``i = 0 .. N-1`` carry ``key = (i * 2654435761) mod K`` and
 ``value = i mod 1000``. Keyed by ``key``, one value state ``(count, sum)``

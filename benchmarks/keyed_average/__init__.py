@@ -1,4 +1,4 @@
-"""The "keyed-average" benchmark of docs/BENCHMARKS.md: Weir variants against Spark peers and ceilings.
+"""The "keyed-average" benchmark of docs/benchmarks.md: Weir variants against Spark peers and ceilings.
 
 Every variant runs in its own child process (its own SparkSession and JVM) over the same
 generated Parquet files, so peak memory is per variant and one crashing variant cannot take

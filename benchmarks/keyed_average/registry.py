@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 System = Literal["weir", "spark"]
 BenchPath = Literal["per_record", "vectorized", "peer", "ceiling_arrow", "ceiling_python"]
 
-#: The ceiling each Weir path is compared with (docs/BENCHMARKS.md, item 8).
+#: The ceiling each Weir path is compared with (docs/benchmarks.md, item 8).
 CEILING_FOR_PATH: Mapping[str, str] = {"per_record": "ceiling_python", "vectorized": "ceiling_arrow"}
 
 #: Modules whose ``VARIANTS`` lists are run, in this order.
@@ -87,7 +87,7 @@ class Variant:
     #: Short human description for the table legend.
     description: str = ""
     #: A peer shown for reference only, not one Weir's Python paths compete with: Spark's JVM
-    #: path (docs/BENCHMARKS.md item 7). "Best peer" ratios use the other peers.
+    #: path (docs/benchmarks.md item 7). "Best peer" ratios use the other peers.
     reference: bool = False
 
     def expected(self, p: Params, e: Expectation) -> tuple[int, int]:

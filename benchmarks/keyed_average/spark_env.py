@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from benchmarks.keyed_average.registry import RunContext
 
-#: Parallelism 2 on this 2-core machine (docs/BENCHMARKS.md).
+#: Parallelism 2 on this 2-core machine (docs/benchmarks.md).
 PARALLELISM = 2
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

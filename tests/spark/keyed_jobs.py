@@ -1,6 +1,6 @@
 """The keyed-average job the Spark tests run, and the exact output it must publish.
 
-BENCHMARKS.md's keyed average at N = 200,000 events over 10,000 keys (20
+docs/benchmarks.md's keyed average at N = 200,000 events over 10,000 keys (20
 events per key, 2 averages per key): every run must publish exactly the
 expected averages, once each, whatever fails on the way.
 """

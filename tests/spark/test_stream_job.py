@@ -1,6 +1,6 @@
 """End-to-end exactly-once tests of ``weir.spark.StreamJob`` on real PySpark (local mode).
 
-The workload is BENCHMARKS.md's keyed average at N = 200,000 events over
+The workload is docs/benchmarks.md's keyed average at N = 200,000 events over
 10,000 keys (20 events per key, 2 averages per key): every run must publish
 exactly the expected averages, once each, whatever fails on the way.
 """

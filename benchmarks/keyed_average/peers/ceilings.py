@@ -20,7 +20,7 @@ from benchmarks.keyed_average.workload import EVENT_DDL, OUTPUT_DDL
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: docs/BENCHMARKS.md: run each ceiling at least 5 times and use the median.
+#: docs/benchmarks.md: run each ceiling at least 5 times and use the median.
 CEILING_REPEATS = 5
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from benchmarks.keyed_average.registry import RunContext
     from weir.spark import DataStream, JobResult, KeyedStream
 
-#: docs/BENCHMARKS.md: checkpointing on, every 1 s, to local storage.
+#: docs/benchmarks.md: checkpointing on, every 1 s, to local storage.
 CHECKPOINT_INTERVAL_MS = 1000
 MAX_PARALLELISM = 128
 

@@ -1,4 +1,4 @@
-//! The executor-local state host (ARCHITECTURE section 1).
+//! The executor-local state host (docs/architecture.md, "State hosts").
 //!
 //! - [`SubtaskSession`] is the batched state access of one operator subtask.
 //!   Two implementations: the in-process engine ([`engine`], all subtasks of

@@ -1,5 +1,5 @@
 //! The names of things in checkpoint and savepoint storage; the only place
-//! that spells them (ARCHITECTURE section 4).
+//! that spells them (docs/state-and-checkpoints.md, "Files").
 //!
 //! ```text
 //! <checkpoint dir>/<job id>/chk-<n>/_metadata

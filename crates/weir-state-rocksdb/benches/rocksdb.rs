@@ -1,6 +1,6 @@
 //! RocksDB backend benchmarks: value get+update, the synchronous snapshot
 //! part versus state size, and incremental versus full checkpoint bytes.
-//! Timings live here, never in tests (see docs/BENCHMARKS.md).
+//! Timings live here, never in tests (see docs/benchmarks.md).
 
 use std::hint::black_box;
 use std::path::Path;

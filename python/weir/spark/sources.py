@@ -115,7 +115,7 @@ def json_files(
 
 @dataclass(frozen=True)
 class GeneratorSource:
-    """The deterministic keyed-average events of BENCHMARKS.md.
+    """The deterministic keyed-average events of docs/benchmarks.md.
 
     Event ``i`` (0 to ``total - 1``) has ``key = (i * 2654435761) mod keys``
     and ``value = i mod 1000``; each epoch takes the next ``rows_per_epoch``

@@ -1,4 +1,4 @@
-//! Checkpoint benchmarks of docs/BENCHMARKS.md ("Checkpoint benchmarks"):
+//! Checkpoint benchmarks of docs/benchmarks.md ("Checkpoint benchmarks"):
 //! the synchronous pause, the asynchronous upload, incremental RocksDB
 //! checkpoints, restore and rescale, for the heap and RocksDB backends, on
 //! the in-process engine with checkpoints in local files under `--dir`.
