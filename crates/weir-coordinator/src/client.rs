@@ -35,23 +35,55 @@ pub async fn claim_owner(
 }
 
 /// POSTs `body` as JSON to `path` of the coordinator at `base_url` and
-/// decodes a successful answer.
+/// decodes a successful answer; any other answer is [`DriverError::Refused`].
 pub async fn post_json<T: Serialize, R: DeserializeOwned>(
     base_url: &str,
     token: &JobToken,
     path: &str,
     body: &T,
 ) -> Result<R> {
+    let answer = post(base_url, token, path, body).await?;
     let url = format!("{}{path}", base_url.trim_end_matches('/'));
+    if answer.status != 200 {
+        let message = serde_json::from_str::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or(answer.body);
+        return Err(DriverError::Refused {
+            url,
+            status: answer.status,
+            message,
+        });
+    }
+    serde_json::from_str(&answer.body).map_err(|err| DriverError::Unreachable {
+        url,
+        reason: format!("the answer does not parse: {err}"),
+    })
+}
+
+/// What the coordinator answered a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body, as text.
+    pub body: String,
+}
+
+/// POSTs `body` as JSON to `path` of the coordinator at `base_url`
+/// (`http://host:port`, optionally with a path prefix); retries failures to
+/// connect or to get an answer, never an answer.
+pub async fn post<T: Serialize>(
+    base_url: &str,
+    token: &JobToken,
+    path: &str,
+    body: &T,
+) -> Result<Answer> {
     let unreachable = |reason: String| DriverError::Unreachable {
-        url: url.clone(),
+        url: format!("{}{path}", base_url.trim_end_matches('/')),
         reason,
     };
-    let authority = base_url
-        .strip_prefix("http://")
-        .map(|rest| rest.trim_end_matches('/'))
-        .filter(|authority| authority.contains(':') && !authority.contains('/'))
-        .ok_or_else(|| unreachable("the coordinator URL must look like http://host:port".into()))?;
+    let endpoint = Endpoint::parse(base_url, path).map_err(unreachable)?;
     let body = serde_json::to_vec(body)
         .map_err(|err| unreachable(format!("cannot encode the request: {err}")))?;
     let mut last = String::new();
@@ -59,50 +91,57 @@ pub async fn post_json<T: Serialize, R: DeserializeOwned>(
         if attempt > 0 {
             tokio::time::sleep(BACKOFF[attempt - 1]).await;
         }
-        let sent = tokio::time::timeout(ATTEMPT_TIMEOUT, send(authority, path, token, &body)).await;
-        let (status, answer) = match sent {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(err)) => {
-                last = err;
-                continue;
-            }
-            Err(_) => {
-                last = format!("no answer within {ATTEMPT_TIMEOUT:?}");
-                continue;
-            }
-        };
-        if status != 200 {
-            let message = serde_json::from_slice::<serde_json::Value>(&answer)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&answer).into_owned());
-            return Err(DriverError::Refused {
-                url,
-                status,
-                message,
-            });
+        match tokio::time::timeout(ATTEMPT_TIMEOUT, send(&endpoint, token, &body)).await {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(err)) => last = err,
+            Err(_) => last = format!("no answer within {ATTEMPT_TIMEOUT:?}"),
         }
-        return serde_json::from_slice(&answer)
-            .map_err(|err| unreachable(format!("the answer does not parse: {err}")));
     }
     Err(unreachable(last))
 }
 
+/// A parsed `http://authority[/prefix]` plus the request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Endpoint {
+    authority: String,
+    path: String,
+}
+
+impl Endpoint {
+    fn parse(url: &str, path: &str) -> std::result::Result<Self, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("the coordinator URL {url:?} must start with http://"))?;
+        let (authority, prefix) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if authority.is_empty() || !authority.contains(':') {
+            return Err(format!(
+                "the coordinator URL {url:?} needs a host and port: http://host:port"
+            ));
+        }
+        Ok(Self {
+            authority: authority.to_owned(),
+            path: format!("{prefix}{path}"),
+        })
+    }
+}
+
 async fn send(
-    authority: &str,
-    path: &str,
+    endpoint: &Endpoint,
     token: &JobToken,
     body: &[u8],
-) -> std::result::Result<(u16, Bytes), String> {
-    let stream = TcpStream::connect(authority)
+) -> std::result::Result<Answer, String> {
+    let stream = TcpStream::connect(&endpoint.authority)
         .await
         .map_err(|err| format!("connect: {err}"))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|err| format!("handshake: {err}"))?;
     let driver = tokio::spawn(connection);
-    let request = Request::post(path)
-        .header(HOST, authority)
+    let request = Request::post(endpoint.path.as_str())
+        .header(HOST, endpoint.authority.as_str())
         .header(AUTHORIZATION, token.bearer_header())
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::copy_from_slice(body)))
@@ -119,5 +158,30 @@ async fn send(
         .map_err(|err| format!("read answer: {err}"))?
         .to_bytes();
     driver.abort();
-    Ok((status, bytes))
+    Ok(Answer {
+        status,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_join_the_prefix_and_path() {
+        let e = Endpoint::parse("http://127.0.0.1:8080", "/ack").expect("valid");
+        assert_eq!(
+            (e.authority.as_str(), e.path.as_str()),
+            ("127.0.0.1:8080", "/ack")
+        );
+        let e = Endpoint::parse("http://h:1/api/", "/decline").expect("valid");
+        assert_eq!(
+            (e.authority.as_str(), e.path.as_str()),
+            ("h:1", "/api/decline")
+        );
+        for bad in ["https://h:1", "h:1", "http://", "http://host/x"] {
+            assert!(Endpoint::parse(bad, "/ack").is_err(), "{bad}");
+        }
+    }
 }

@@ -46,7 +46,7 @@ mod server;
 mod store;
 mod token;
 
-pub use client::{claim_owner, post_json};
+pub use client::{Answer, claim_owner, post, post_json};
 pub use driver::CoordinatorDriver;
 pub use error::{DriverError, Result};
 pub use events::DriverEvent;

@@ -254,7 +254,7 @@ fn refused(
     uid: &OperatorUid,
     subtask: SubtaskIndex,
     what: &str,
-    answer: &ack::Answer,
+    answer: &weir_coordinator::Answer,
 ) -> String {
     let hint = if answer.status == 401 {
         " (the coordinator refused the job token)"
