@@ -64,8 +64,8 @@ def weir_cli() -> Path:
     return binary
 
 
-@pytest.fixture
-def moto() -> Iterator[Moto]:
+@pytest.fixture(name="moto")
+def moto_server() -> Iterator[Moto]:
     binary = Path(sys.executable).with_name("moto_server")
     if not binary.exists():
         pytest.fail(f"{binary} is missing: `make venv` installs moto[server]")

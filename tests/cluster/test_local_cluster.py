@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from cluster_support import Moto, weir_cli
+from cluster_support import Moto, moto_server, weir_cli  # noqa: F401 - moto_server is the fixture `moto`
 from keyed_jobs import EXPECTED, KEYS, N
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
