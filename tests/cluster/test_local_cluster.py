@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 from cluster_support import Moto, moto_server, weir_cli  # noqa: F401 - moto_server is the fixture `moto`
-from keyed_jobs import EXPECTED, KEYS, N
+from keyed_jobs import EXPECTED, KEYS, N, descendants, processes
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -92,39 +92,6 @@ def executors_by_subtask(trace: Path) -> dict[int, set[int]]:
 
 def checkpoint_completed(tmp: Path, name: str) -> bool:
     return any((p / "_metadata").exists() for p in (tmp / "ckpt" / name).glob("chk-*"))
-
-
-def processes(*needles: str) -> list[int]:
-    """The pids of processes whose command line holds every needle."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if all(n in cmdline for n in needles):
-            found.append(int(entry))
-    return found
-
-
-def descendants(root: int) -> set[int]:
-    """Every process below ``root``."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def kill_once(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,16 +90,39 @@ def assert_exactly_once(spark: SparkSession, out: Path) -> None:
     assert got == EXPECTED, "duplicated or missing averages"
 
 
-def state_host_pids(job_name: str) -> list[int]:
-    """The state host processes of runs of job ``job_name``."""
-    pids = []
+def _proc_entries() -> Iterator[tuple[int, str, int]]:
+    """``(pid, command line, parent pid)`` of every process readable in /proc."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        if "weir-host" in cmdline and f"weir-{job_name}-" in cmdline:
-            pids.append(int(entry))
-    return pids
+        yield int(entry), cmdline, int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def processes(*needles: str) -> list[int]:
+    """The pids of processes whose command line holds every needle."""
+    return [pid for pid, cmdline, _ in _proc_entries() if all(n in cmdline for n in needles)]
+
+
+def children_of(parents: set[int]) -> set[int]:
+    """The processes whose parent is one of ``parents``."""
+    return {pid for pid, _, parent in _proc_entries() if parent in parents}
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below ``root``."""
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = children_of(frontier) - found
+        found |= frontier
+    return found
+
+
+def state_host_pids(job_name: str) -> list[int]:
+    """The state host processes of runs of job ``job_name``."""
+    return processes("weir-host", f"weir-{job_name}-")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from keyed_average import FailingOnce, KeyedAverage
-from keyed_jobs import expected_pairs, state_host_pids
+from keyed_jobs import children_of, expected_pairs, processes, state_host_pids
 
 from weir.spark import EpochProgress, StreamJob, restart, sinks, sources
 
@@ -133,24 +133,7 @@ def _failing(tmp: Path) -> FailingOnce:
 
 def _python_workers() -> list[int]:
     """PySpark's Python worker processes (children of its daemon)."""
-    daemons, workers = set(), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"pyspark.daemon" in cmdline:
-                daemons.add(entry)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if stat.rsplit(")", 1)[1].split()[1] in daemons:
-                workers.append(int(entry))
-    return workers
+    return sorted(children_of(set(processes("pyspark.daemon"))))
 
 
 def _job(spark: SparkSession, plan: Plan, tmp: Path, name: str, function: Any, **options: Any) -> StreamJob:
