@@ -8,6 +8,7 @@ expected averages, once each, whatever fails on the way.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,17 @@ def assert_exactly_once(spark: SparkSession, out: Path) -> None:
     assert got == EXPECTED, "duplicated or missing averages"
 
 
+def assert_nothing_left_behind(out: Path, checkpoints: Path, savepoints: Path | None = None) -> None:
+    """A finished job leaves no staged epoch in its Parquet sink and no checkpoint or
+    savepoint directory without ``_metadata`` (the files of an aborted, subsumed or
+    cancelled checkpoint): only what completed stays."""
+    staged = sorted(p.name for p in (out / "_staging").glob("epoch=*"))
+    assert not staged, f"staged epochs left in the sink: {staged}"
+    directories = [*checkpoints.glob("*/chk-*"), *(savepoints.glob("*") if savepoints else [])]
+    incomplete = sorted(str(p) for p in directories if p.is_dir() and not (p / "_metadata").exists())
+    assert not incomplete, f"directories without _metadata left behind: {incomplete}"
+
+
 def _proc_entries() -> Iterator[tuple[int, str, int]]:
     """``(pid, command line, parent pid)`` of every process readable in /proc."""
     for entry in os.listdir("/proc"):
@@ -126,3 +138,12 @@ def descendants(root: int) -> set[int]:
 def state_host_pids(job_name: str) -> list[int]:
     """The state host processes of runs of job ``job_name``."""
     return processes("weir-host", f"weir-{job_name}-")
+
+
+def assert_hosts_stopped(job_name: str) -> None:
+    """No state host of job ``job_name`` outlives its run (they are told to stop as
+    the run ends; a few seconds bound how long exiting may take)."""
+    deadline = time.monotonic() + 15
+    while state_host_pids(job_name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not state_host_pids(job_name), f"state hosts of {job_name} outlived the run"

@@ -21,14 +21,20 @@ import sys
 import textwrap
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from keyed_average import FailingOnce, KeyedAverage
-from keyed_jobs import children_of, expected_pairs, processes, state_host_pids
+from keyed_jobs import (
+    assert_nothing_left_behind,
+    children_of,
+    expected_pairs,
+    processes,
+    published,
+    state_host_pids,
+)
 
 from weir.spark import EpochProgress, StreamJob, restart, sinks, sources
 
@@ -79,11 +85,6 @@ class Plan:
             faults=faults,
             driver_kill=rng.randint(2, max(2, epochs - 2)) if first == "driver-kill" else None,
         )
-
-
-def _published(spark: SparkSession, out: Path) -> Counter[tuple[int, int]]:
-    rows = spark.read.parquet(str(out)).select("key", "avg").collect()
-    return Counter((int(r["key"]), int(r["avg"])) for r in rows)
 
 
 class Faults:
@@ -233,6 +234,7 @@ def test_random_faults_keep_the_output_exact(spark: SparkSession, tmp_path: Path
         name = f"campaign-{run}"
         job = _job(spark, plan, tmp_path, name, _failing(tmp_path))
         job.execute(on_epoch=Faults(plan, job, tmp_path, name).on_epoch)
-    published = _published(spark, tmp_path / "out")
-    assert sum(published.values()) == sum(EXPECTED.values()), f"{plan}: count"
-    assert published == EXPECTED, f"{plan}: duplicated or missing averages"
+    got = published(spark, tmp_path / "out")
+    assert sum(got.values()) == sum(EXPECTED.values()), f"{plan}: count"
+    assert got == EXPECTED, f"{plan}: duplicated or missing averages"
+    assert_nothing_left_behind(tmp_path / "out", tmp_path / "ckpt", tmp_path / "savepoints")

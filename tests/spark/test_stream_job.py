@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -25,12 +26,15 @@ from keyed_jobs import (  # noqa: E402
     KEYS,
     N,
     assert_exactly_once,
+    assert_hosts_stopped,
+    assert_nothing_left_behind,
     keyed_average_job,
     state_host_pids,
 )
 
 from weir.config import CheckpointConfig
-from weir.exceptions import InvalidArgumentError
+from weir.coordinator import Coordinator
+from weir.exceptions import CheckpointError, InvalidArgumentError
 from weir.spark import EpochProgress, StreamJob, sinks, sources
 
 if TYPE_CHECKING:
@@ -83,6 +87,27 @@ def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_pat
     assert killed, "the state host was killed mid-run"
     assert result.restarts >= 1
     assert_exactly_once(spark, out)
+    assert_nothing_left_behind(out, tmp_path / "ckpt")
+    assert_hosts_stopped("avg-host-killed")
+
+
+def test_a_second_run_on_the_job_directory_fails_fast_and_leaves_nothing_behind(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    held = CheckpointConfig(interval_ms=300)
+    holder = Coordinator(str(tmp_path / "ckpt"), "avg-held", "other-run", [("avg", 2, 128)], held)
+    try:
+        job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-held")
+        with pytest.raises(CheckpointError, match=r"is in use by run .* stop that run"):
+            job.execute()
+    finally:
+        holder.shutdown()
+    assert not list(temp.iterdir()), "the failed run left its host directory behind"
+    assert_hosts_stopped("avg-held")
+    assert not out.exists() or not list(out.glob("epoch=*"))
 
 
 DRIVER = textwrap.dedent(
