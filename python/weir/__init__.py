@@ -17,7 +17,7 @@ Examples:
 from __future__ import annotations
 
 from weir._internal import __version__
-from weir.config import CheckpointConfig, StateBackend
+from weir.config import CheckpointConfig, StateBackend, TlsFiles
 from weir.exceptions import WeirError
 from weir.functions import (
     BatchContext,
@@ -80,6 +80,7 @@ __all__ = [
     "RuntimeContext",
     "StateBackend",
     "StateTtlConfig",
+    "TlsFiles",
     "Types",
     "ValueState",
     "ValueStateDescriptor",

@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 from os import PathLike
+from pathlib import Path
 from typing import Any, Literal, final
 
 __all__ = [
@@ -23,10 +24,11 @@ __all__ = [
     "RestoreTicket",
     "SavepointFormatError",
     "Session",
-    "StateDescriptor",
     "StateBackendError",
+    "StateDescriptor",
     "StateError",
     "StateLostError",
+    "TlsFiles",
     "ValueType",
     "WeirError",
     "abort_host_checkpoint",
@@ -74,7 +76,14 @@ def latest_checkpoint(
     checkpoint_dir: str, job_id: str, storage_options: Mapping[str, str] | None = None
 ) -> str | None: ...
 def claim_owner(
-    coordinator_url: str, token: str, generation: int, uid: str, subtask: int, address: str
+    coordinator_url: str,
+    token: str,
+    generation: int,
+    uid: str,
+    subtask: int,
+    address: str,
+    *,
+    tls: TlsFiles | None = None,
 ) -> str: ...
 def read_checkpoint(path: str, storage_options: Mapping[str, str] | None = None) -> Checkpoint: ...
 def check_restore(
@@ -170,6 +179,7 @@ def run_host(
     work_dir: str | PathLike[str] | None = None,
     poll_ms: int = 200,
     listen: str | None = None,
+    tls: TlsFiles | None = None,
 ) -> int: ...
 def connect_host(
     directory: str | PathLike[str],
@@ -189,14 +199,21 @@ def connect_host(
     owner_pid: int | None,
     listen: str | None = None,
     owner_address: str | None = None,
+    tls: TlsFiles | None = None,
 ) -> Session: ...
 def host_address(session: Session) -> str | None: ...
-def shutdown_host(address: str, token: str, *, timeout_s: float = 60.0) -> bool: ...
+def shutdown_host(
+    address: str, token: str, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
+) -> bool: ...
 def abort_host_checkpoint(
-    address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0
+    address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
 ) -> int: ...
-def start_host_generation(address: str, token: str, generation: int, *, timeout_s: float = 60.0) -> None: ...
-def host_status_at(address: str, token: str, *, timeout_s: float = 60.0) -> str: ...
+def start_host_generation(
+    address: str, token: str, generation: int, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
+) -> None: ...
+def host_status_at(
+    address: str, token: str, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
+) -> str: ...
 def take_barrier(
     session: Session,
     checkpoint_id: int,
@@ -268,6 +285,29 @@ class LocalOperator:
     def session(self, index: int) -> Session: ...
     def snapshot(self, dir: str) -> str: ...
     def close(self) -> None: ...
+
+@final
+class TlsFiles:
+    def __new__(
+        cls,
+        ca: str | PathLike[str],
+        cert: str | PathLike[str],
+        key: str | PathLike[str],
+        *,
+        server_name: str | None = None,
+    ) -> TlsFiles: ...
+    @property
+    def ca(self) -> Path: ...
+    @property
+    def cert(self) -> Path: ...
+    @property
+    def key(self) -> Path: ...
+    @property
+    def server_name(self) -> str | None: ...
+    def check(self) -> None: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[Path, Path, Path], dict[str, Any]]: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
 
 @final
 class CheckpointConfig:
@@ -411,6 +451,7 @@ class Coordinator:
         bind: str = "127.0.0.1",
         advertise: str | None = None,
         restored: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> Coordinator: ...
     @property
     def address(self) -> str: ...

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from weir._internal import CheckpointConfig
+from weir._internal import CheckpointConfig, TlsFiles
 from weir.exceptions import InvalidArgumentError
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "CheckpointingMode",
     "ExternalizedCleanup",
     "StateBackend",
+    "TlsFiles",
 ]
 
 CheckpointingMode: TypeAlias = Literal["exactly_once", "at_least_once"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from weir import _internal
+from weir._internal import TlsFiles
 
 TOKEN_ENV = "WEIR_HOST_TOKEN"
 
@@ -58,36 +59,42 @@ def owner_address(session: _internal.Session) -> str | None:
     return _internal.host_address(session)
 
 
-def shutdown(address: str, token: str, *, timeout_s: float = 60.0) -> bool:
+def shutdown(address: str, token: str, *, timeout_s: float = 60.0, tls: TlsFiles | None = None) -> bool:
     """Stops the host at ``address``; returns ``False`` if none answers there.
 
     The host cancels its uploads (deleting the files they wrote) before it
     answers, then drops its state, removes its files and exits. The driver
     calls this when a job closes.
     """
-    return bool(_internal.shutdown_host(address, token, timeout_s=timeout_s))
+    return bool(_internal.shutdown_host(address, token, timeout_s=timeout_s, tls=tls))
 
 
-def abort_checkpoint(address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0) -> int:
+def abort_checkpoint(
+    address: str, token: str, checkpoint_id: int, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
+) -> int:
     """Cancels the host's uploads of an aborted checkpoint; returns once their files are deleted.
 
     Returns how many uploads were canceled.
     """
-    return int(_internal.abort_host_checkpoint(address, token, checkpoint_id, timeout_s=timeout_s))
+    return int(_internal.abort_host_checkpoint(address, token, checkpoint_id, timeout_s=timeout_s, tls=tls))
 
 
-def start_generation(address: str, token: str, generation: int, *, timeout_s: float = 60.0) -> None:
+def start_generation(
+    address: str, token: str, generation: int, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
+) -> None:
     """Makes the host serve ``generation`` of the job: it drops older generations' state.
 
     Tasks carry their generation too, so a host moves on by itself at the first
     task of a new generation; this frees the old state before that.
     """
-    _internal.start_host_generation(address, token, generation, timeout_s=timeout_s)
+    _internal.start_host_generation(address, token, generation, timeout_s=timeout_s, tls=tls)
 
 
-def status(address: str, token: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+def status(
+    address: str, token: str, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
+) -> dict[str, Any]:
     """What the host holds and does (its pid, TCP address, generation, subtasks, uploads)."""
-    result: dict[str, Any] = json.loads(_internal.host_status_at(address, token, timeout_s=timeout_s))
+    result: dict[str, Any] = json.loads(_internal.host_status_at(address, token, timeout_s=timeout_s, tls=tls))
     return result
 
 
@@ -103,7 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--listen", default=None, help="also listen on TCP at host:port (port 0: any free port)"
     )
+    tls = parser.add_argument_group("TLS", "serve TCP over TLS and ack to an https:// coordinator")
+    tls.add_argument("--tls-ca", type=Path, default=None, help="PEM certificates of the trusted authorities")
+    tls.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain this host presents")
+    tls.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+    tls.add_argument("--tls-server-name", default=None, help="the name clients expect in certificates")
     args = parser.parse_args(argv)
+    files = (args.tls_ca, args.tls_cert, args.tls_key)
+    if any(files) and not all(files):
+        parser.error("--tls-ca, --tls-cert and --tls-key go together")
     token = os.environ.get(TOKEN_ENV)
     if not token:
         print(f"weir-host: set the job token in {TOKEN_ENV}", file=sys.stderr)
@@ -116,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             work_dir=args.work_dir,
             poll_ms=args.poll_millis,
             listen=args.listen,
+            tls=TlsFiles(*files, server_name=args.tls_server_name) if all(files) else None,
         )
     )
 

@@ -71,7 +71,9 @@ def session() -> Any:
 def main(config_path: str) -> int:
     """Runs the job of the JSON config: ``name``, ``checkpoint_dir``, ``out``,
     ``trace``, ``n``, ``keys``, ``rows_per_epoch``, ``parallelism``,
-    ``storage_options`` and ``restore`` (``"latest"`` or absent)."""
+    ``storage_options``, ``restore`` (``"latest"`` or absent) and ``tls`` (the
+    arguments of :class:`~weir.TlsFiles`, or absent)."""
+    from weir import TlsFiles
     from weir.spark import StreamJob, restart, sinks, sources
 
     config = json.loads(Path(config_path).read_text())
@@ -87,6 +89,7 @@ def main(config_path: str) -> int:
         restore=config.get("restore"),
         # An executor lost mid-epoch can fail more than one attempt before Spark replaces it.
         restart_strategy=restart.fixed_delay(10, 1.0),
+        tls=TlsFiles(**config["tls"]) if config.get("tls") else None,
     )
     job.enable_checkpointing(300)
     events = job.from_source(

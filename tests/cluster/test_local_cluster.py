@@ -110,8 +110,14 @@ def kill_once(
     return step
 
 
-def test_tasks_of_one_subtask_run_on_both_executors(tmp_path: Path) -> None:
-    result = finish(start(tmp_path, "cluster-plain"))
+def test_tasks_of_one_subtask_run_on_both_executors_over_tls(tmp_path: Path) -> None:
+    certificates = Path(__file__).resolve().parents[1] / "tls"
+    tls = {
+        "ca": str(certificates / "ca.pem"),
+        "cert": str(certificates / "server.pem"),
+        "key": str(certificates / "server-key.pem"),
+    }
+    result = finish(start(tmp_path, "cluster-tls", tls=tls))
     assert result["restarts"] == 0
     assert_exactly_once(tmp_path / "out")
     seen = executors_by_subtask(tmp_path / "trace")
@@ -119,8 +125,10 @@ def test_tasks_of_one_subtask_run_on_both_executors(tmp_path: Path) -> None:
     assert any(len(executors) == 2 for executors in seen.values()), (
         f"some subtask ran on both executors across epochs: {seen}"
     )
-    # Tasks away from their subtask's owner read and wrote its state over TCP.
+    # Tasks away from their subtask's owner read and wrote its state over TCP,
+    # which a host with TLS serves over TLS only; acks reached the HTTPS coordinator.
     assert result["remote_state_bytes"] > 0
+    assert any((tmp_path / "ckpt" / "cluster-tls").glob("chk-*/_metadata"))
 
 
 def test_an_executor_killed_mid_run(tmp_path: Path) -> None:

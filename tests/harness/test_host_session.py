@@ -23,7 +23,7 @@ from test_state_types import RECORDS, EveryState, check_outputs
 from test_vectorized import MORE, ROWS, RunningStats, batch, expected, outputs
 
 import weir.host
-from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor, _internal
+from weir import KeyedProcessFunction, RuntimeContext, TlsFiles, Types, ValueStateDescriptor, _internal
 from weir.exceptions import StateError, StateLostError, WeirError
 from weir.runtime import OperatorRunner
 from weir.types import ValueType, value_type
@@ -55,7 +55,12 @@ class Host:
     """The hosts of each test directory, shut down by the ``host_dir`` fixture."""
 
     def __init__(
-        self, directory: str, backend: str, key_type: pa.DataType, listen: str | None = None
+        self,
+        directory: str,
+        backend: str,
+        key_type: pa.DataType,
+        listen: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         binary = host_binary()
         if binary is None:
@@ -66,6 +71,7 @@ class Host:
         self.key_types: list[ValueType] = [value_type(key_type)]
         self.token = secrets.token_hex(16)
         self.listen = listen
+        self.tls = tls
         Host.started.setdefault(directory, []).append(self)
 
     def session(
@@ -92,6 +98,7 @@ class Host:
             owner_pid=os.getpid(),
             listen=self.listen,
             owner_address=owner_address,
+            tls=self.tls,
         )
 
 
@@ -210,6 +217,34 @@ def test_a_task_on_another_executor_uses_the_owner_over_tcp(tmp_path_factory: py
     # The owner's own executor reaches it over its Unix socket, even when told its TCP address.
     assert count_of(first.session(2, owner_address=owner), 3, 2) == 3
     assert weir.host.shutdown(owner, first.token)
+    Host.started[first.directory].clear()
+
+
+def job_tls(ca: str = "ca.pem") -> TlsFiles:
+    """The repository's test certificates (``tests/tls``), trusting ``ca``."""
+    certificates = Path(__file__).resolve().parents[1] / "tls"
+    return TlsFiles(certificates / ca, certificates / "server.pem", certificates / "server-key.pem")
+
+
+def test_with_tls_the_owner_is_reached_over_tls_only(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tls = job_tls()
+    first = Host(str(tmp_path_factory.mktemp("wh")), "heap", pa.int64(), listen="127.0.0.1:0", tls=tls)
+    run_count(first.session(None), 1, [(1, 2), (2, 3), (1, 4)])
+    owner = (Path(first.directory) / "address").read_text()
+    second = Host(str(tmp_path_factory.mktemp("wh")), "heap", pa.int64(), listen="127.0.0.1:0", tls=tls)
+    second.token = first.token
+    assert count_of(second.session(1, owner_address=owner), 2, 1) == 6
+    # A client without TLS, or trusting another authority, does not get in.
+    for other in (None, job_tls("other-ca.pem")):
+        stranger = Host(str(tmp_path_factory.mktemp("wh")), "heap", pa.int64(), tls=other)
+        stranger.token = first.token
+        with pytest.raises(WeirError):
+            stranger.session(2, owner_address=owner)
+    with pytest.raises(WeirError):
+        weir.host.status(owner, first.token)
+    # The driver's control requests go over TLS too; the state is untouched.
+    assert len(weir.host.status(owner, first.token, tls=tls)["subtasks"]) == 1
+    assert weir.host.shutdown(owner, first.token, tls=tls)
     Host.started[first.directory].clear()
 
 

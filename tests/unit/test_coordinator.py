@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import pytest
 
-from weir import CheckpointConfig
+from weir import CheckpointConfig, TlsFiles
 from weir.coordinator import (
     BarrierInjected,
     CheckpointAborted,
@@ -148,6 +148,22 @@ def test_the_server_binds_where_asked_and_advertises_a_reachable_address(tmp_pat
         assert claim_owner(running.address, TOKEN, 1, "avg", 1, "h:1") == "h:1"
     with start(tmp_path / "c") as running, pytest.raises(InvalidArgumentError, match="timeout_s"):
         running.poll_events(-1.0)
+
+
+def test_with_tls_the_coordinator_serves_https_to_clients_that_trust_it(tmp_path: Path) -> None:
+    certificates = Path(__file__).resolve().parents[1] / "tls"
+    tls = TlsFiles(certificates / "ca.pem", certificates / "server.pem", certificates / "server-key.pem")
+    with start(tmp_path, tls=tls) as running:
+        assert running.address.startswith("https://127.0.0.1:")
+        assert claim_owner(running.address, TOKEN, 1, "avg", 1, "h:1", tls=tls) == "h:1"
+        with pytest.raises(CheckpointError, match="TLS files"):
+            claim_owner(running.address, TOKEN, 1, "avg", 1, "h:2")
+        plain = running.address.replace("https://", "http://", 1)
+        with pytest.raises(CheckpointError, match="cannot reach"):
+            claim_owner(plain, TOKEN, 1, "avg", 1, "h:2")
+        assert running.owners() == {("avg", 1): "h:1"}
+    with pytest.raises(InvalidArgumentError, match="CA certificates"):
+        start(tmp_path / "b", tls=TlsFiles(tmp_path / "missing.pem", tls.cert, tls.key))
 
 
 def test_events_are_values_a_driver_can_build_and_match() -> None:

@@ -1,6 +1,7 @@
 //! The client side of the HTTP API, for tasks and state hosts: one request
 //! per message over a fresh connection, with the job token as a Bearer
-//! header; connection failures are retried, answers are not.
+//! header, over TLS for an `https://` coordinator; connection failures are
+//! retried, answers are not.
 
 use std::time::Duration;
 
@@ -11,10 +12,13 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use crate::error::{DriverError, Result};
 use crate::owners::{OwnerAnswer, OwnerClaim};
+use crate::tls::Tls;
 use crate::token::JobToken;
 
 /// How long one attempt may take, connect to last byte.
@@ -24,14 +28,16 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 const BACKOFF: [Duration; 2] = [Duration::from_millis(200), Duration::from_secs(1)];
 
 /// Claims the state of `claim.subtask` for the host at `claim.address`
-/// from the coordinator at `coordinator_url` (`http://host:port`); returns
-/// the owner the coordinator settled on.
+/// from the coordinator at `coordinator_url` (`http://host:port`, or
+/// `https://` with the job's `tls`); returns the owner the coordinator
+/// settled on.
 pub async fn claim_owner(
     coordinator_url: &str,
     token: &JobToken,
+    tls: Option<&Tls>,
     claim: &OwnerClaim,
 ) -> Result<OwnerAnswer> {
-    post_json(coordinator_url, token, "/owners", claim).await
+    post_json(coordinator_url, token, tls, "/owners", claim).await
 }
 
 /// POSTs `body` as JSON to `path` of the coordinator at `base_url` and
@@ -39,10 +45,11 @@ pub async fn claim_owner(
 pub async fn post_json<T: Serialize, R: DeserializeOwned>(
     base_url: &str,
     token: &JobToken,
+    tls: Option<&Tls>,
     path: &str,
     body: &T,
 ) -> Result<R> {
-    let answer = post(base_url, token, path, body).await?;
+    let answer = post(base_url, token, tls, path, body).await?;
     let url = format!("{}{path}", base_url.trim_end_matches('/'));
     if answer.status != 200 {
         let message = serde_json::from_str::<serde_json::Value>(&answer.body)
@@ -71,11 +78,13 @@ pub struct Answer {
 }
 
 /// POSTs `body` as JSON to `path` of the coordinator at `base_url`
-/// (`http://host:port`, optionally with a path prefix); retries failures to
-/// connect or to get an answer, never an answer.
+/// (`http://host:port`, optionally with a path prefix; `https://` needs the
+/// job's `tls`); retries failures to connect or to get an answer, never an
+/// answer.
 pub async fn post<T: Serialize>(
     base_url: &str,
     token: &JobToken,
+    tls: Option<&Tls>,
     path: &str,
     body: &T,
 ) -> Result<Answer> {
@@ -84,6 +93,19 @@ pub async fn post<T: Serialize>(
         reason,
     };
     let endpoint = Endpoint::parse(base_url, path).map_err(unreachable)?;
+    let tls = match (endpoint.secure, tls) {
+        (false, _) => None,
+        (true, Some(tls)) => Some((
+            TlsConnector::from(tls.client_config()),
+            tls.server_name_for(&endpoint.authority)
+                .map_err(|err| unreachable(err.to_string()))?,
+        )),
+        (true, None) => {
+            return Err(unreachable(
+                "the coordinator serves HTTPS; give this client the job's TLS files".into(),
+            ));
+        }
+    };
     let body = serde_json::to_vec(body)
         .map_err(|err| unreachable(format!("cannot encode the request: {err}")))?;
     let mut last = String::new();
@@ -91,7 +113,9 @@ pub async fn post<T: Serialize>(
         if attempt > 0 {
             tokio::time::sleep(BACKOFF[attempt - 1]).await;
         }
-        match tokio::time::timeout(ATTEMPT_TIMEOUT, send(&endpoint, token, &body)).await {
+        match tokio::time::timeout(ATTEMPT_TIMEOUT, send(&endpoint, tls.as_ref(), token, &body))
+            .await
+        {
             Ok(Ok(answer)) => return Ok(answer),
             Ok(Err(err)) => last = err,
             Err(_) => last = format!("no answer within {ATTEMPT_TIMEOUT:?}"),
@@ -100,18 +124,25 @@ pub async fn post<T: Serialize>(
     Err(unreachable(last))
 }
 
-/// A parsed `http://authority[/prefix]` plus the request path.
+/// A parsed `http[s]://authority[/prefix]` plus the request path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Endpoint {
+    secure: bool,
     authority: String,
     path: String,
 }
 
 impl Endpoint {
     fn parse(url: &str, path: &str) -> std::result::Result<Self, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("the coordinator URL {url:?} must start with http://"))?;
+        let (secure, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => {
+                return Err(format!(
+                    "the coordinator URL {url:?} must start with http:// or https://"
+                ));
+            }
+        };
         let (authority, prefix) = match rest.find('/') {
             Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
             None => (rest, ""),
@@ -122,6 +153,7 @@ impl Endpoint {
             ));
         }
         Ok(Self {
+            secure,
             authority: authority.to_owned(),
             path: format!("{prefix}{path}"),
         })
@@ -130,12 +162,34 @@ impl Endpoint {
 
 async fn send(
     endpoint: &Endpoint,
+    tls: Option<&(TlsConnector, rustls::pki_types::ServerName<'static>)>,
     token: &JobToken,
     body: &[u8],
 ) -> std::result::Result<Answer, String> {
     let stream = TcpStream::connect(&endpoint.authority)
         .await
         .map_err(|err| format!("connect: {err}"))?;
+    match tls {
+        None => exchange(stream, endpoint, token, body).await,
+        Some((connector, name)) => {
+            let secured = connector
+                .connect(name.clone(), stream)
+                .await
+                .map_err(|err| format!("TLS handshake: {err}"))?;
+            exchange(secured, endpoint, token, body).await
+        }
+    }
+}
+
+async fn exchange<S>(
+    stream: S,
+    endpoint: &Endpoint,
+    token: &JobToken,
+    body: &[u8],
+) -> std::result::Result<Answer, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|err| format!("handshake: {err}"))?;
@@ -180,7 +234,9 @@ mod tests {
             (e.authority.as_str(), e.path.as_str()),
             ("h:1", "/api/decline")
         );
-        for bad in ["https://h:1", "h:1", "http://", "http://host/x"] {
+        assert!(!e.secure);
+        assert!(Endpoint::parse("https://h:1", "/ack").expect("valid").secure);
+        for bad in ["ftp://h:1", "h:1", "http://", "http://host/x"] {
             assert!(Endpoint::parse(bad, "/ack").is_err(), "{bad}");
         }
     }

@@ -44,6 +44,7 @@ mod options;
 mod owners;
 mod server;
 mod store;
+mod tls;
 mod token;
 
 pub use client::{Answer, claim_owner, post, post_json};
@@ -53,4 +54,5 @@ pub use events::DriverEvent;
 pub use http::OutcomeBody;
 pub use options::{DEFAULT_HISTORY, DEFAULT_MAX_BODY_BYTES, DriverOptions, ServerOptions};
 pub use owners::{ClaimOutcome, OwnerAnswer, OwnerClaim, OwnerRegistry};
+pub use tls::{Tls, TlsError, TlsFiles};
 pub use token::JobToken;

@@ -8,6 +8,7 @@ use weir_checkpoint::{LeaseTerms, OperatorStateMeta, StorageOptions};
 use weir_types::JobId;
 
 use crate::error::{DriverError, Result};
+use crate::tls::Tls;
 use crate::token::JobToken;
 
 /// Largest request body accepted unless configured otherwise: an ack of an
@@ -88,6 +89,8 @@ pub struct ServerOptions {
     pub header_read_timeout: Duration,
     /// Connections served at once; more are closed at once, and hosts retry.
     pub max_connections: usize,
+    /// Serve HTTPS with the job's TLS files instead of plain HTTP.
+    pub tls: Option<Tls>,
 }
 
 impl ServerOptions {
@@ -100,6 +103,7 @@ impl ServerOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             header_read_timeout: Duration::from_secs(10),
             max_connections: 512,
+            tls: None,
         }
     }
 
@@ -130,7 +134,8 @@ impl ServerOptions {
             Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
             _ => host,
         };
-        Ok(format!("http://{host}:{}", local.port()))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        Ok(format!("{scheme}://{host}:{}", local.port()))
     }
 }
 

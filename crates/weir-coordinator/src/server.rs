@@ -1,8 +1,6 @@
 //! The HTTP/1 listener: a cap on connections served at once and a deadline
-//! for each request head, so idle or slow peers cannot hold the server.
-//!
-//! The accepted stream is generic over `AsyncRead + AsyncWrite`, so a TLS
-//! acceptor can wrap it without touching the routes (`http`).
+//! for each request head (and a TLS handshake), so idle or slow peers cannot
+//! hold the server. With TLS, the routes (`http`) see the decrypted stream.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,16 +11,19 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::Shared;
 use crate::http;
 
-/// Limits on the connections one server takes.
-#[derive(Debug, Clone, Copy)]
+/// How one server takes connections.
+#[derive(Clone)]
 pub(crate) struct ConnectionLimits {
     pub(crate) max_connections: usize,
     pub(crate) header_read_timeout: Duration,
+    /// HTTPS when set: the handshake must finish within the header timeout.
+    pub(crate) tls: Option<TlsAcceptor>,
 }
 
 /// Accepts connections until `stop`. Beyond `max_connections` at once, a
@@ -48,9 +49,20 @@ pub(crate) async fn serve(
             drop(stream);
             continue;
         };
-        let (shared, stop) = (Arc::clone(&shared), stop.clone());
+        let (shared, stop, tls) = (Arc::clone(&shared), stop.clone(), limits.tls.clone());
+        let timeout = limits.header_read_timeout;
         tokio::spawn(async move {
-            serve_connection(stream, shared, limits.header_read_timeout, stop).await;
+            match tls {
+                None => serve_connection(stream, shared, timeout, stop).await,
+                Some(acceptor) => {
+                    // A failed or slow handshake concerns that client only.
+                    if let Ok(Ok(secured)) =
+                        tokio::time::timeout(timeout, acceptor.accept(stream)).await
+                    {
+                        serve_connection(secured, shared, timeout, stop).await;
+                    }
+                }
+            }
             drop(slot);
         });
     }

@@ -4,9 +4,11 @@
 
 mod host_support;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use host_support::{Host, Raw, TOKEN, count, decoded, eventually, ints, keys, owned_ids, spec};
+use weir_coordinator::{Tls, TlsFiles};
 use weir_host::client::HostClient;
 use weir_host::protocol::{
     Expectation, HostAddress, HostDir, JobToken, PROTOCOL_VERSION, Reply, Request, WireError,
@@ -16,7 +18,11 @@ use weir_host::{BackendSpec, HostError, SubtaskSession};
 use weir_types::{Attempt, CheckpointId, Epoch};
 
 fn tcp_host() -> (Host, HostAddress) {
-    let host = Host::start_with(&["--listen", "127.0.0.1:0"]);
+    tcp_host_with(&[])
+}
+
+fn tcp_host_with(extra: &[&str]) -> (Host, HostAddress) {
+    let host = Host::start_with(&[&["--listen", "127.0.0.1:0"], extra].concat());
     let published = std::fs::read_to_string(HostDir::new(host.path()).tcp_address())
         .expect("the address is published");
     let address: HostAddress = published.parse().expect("host:port");
@@ -270,4 +276,62 @@ fn the_driver_shuts_a_host_down_over_tcp_and_the_token_is_never_shown() {
     let log = std::fs::read_to_string(&log).expect("log");
     assert!(log.contains("shutdown requested"), "{log}");
     assert!(!log.contains(TOKEN), "the token is in the log: {log}");
+}
+
+/// The repository's test certificates (`tests/tls`): a client trusting `ca`.
+fn test_tls(ca: &str) -> Tls {
+    let dir = test_certificates();
+    Tls::load(TlsFiles {
+        ca: dir.join(ca),
+        cert: dir.join("server.pem"),
+        key: dir.join("server-key.pem"),
+        server_name: None,
+    })
+    .expect("test certificates load")
+}
+
+fn test_certificates() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/tls")
+}
+
+#[test]
+fn a_host_with_tls_serves_tcp_only_to_clients_that_trust_it() {
+    let dir = test_certificates();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let (ca, cert, key) = (file("ca.pem"), file("server.pem"), file("server-key.pem"));
+    let (host, address) = tcp_host_with(&["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key]);
+    let timeout = Duration::from_secs(10);
+    let tls = test_tls("ca.pem");
+    let ids = owned_ids(0, 1, 500);
+    let values: Vec<Option<i64>> = ids.iter().map(|&i| Some(i + 1)).collect();
+    let mut remote = HostClient::open(&address, TOKEN, timeout, Some(&tls))
+        .expect("a client trusting the job's CA connects")
+        .attach(spec("avg", 0, 1, BackendSpec::Heap), Expectation::fresh())
+        .expect("attaches");
+    let state = remote.register_state(&count()).expect("registers");
+    remote.begin(Epoch(1), Attempt(0), None).expect("begins");
+    remote
+        .put_values(state, &keys(&ids), &ints(&values))
+        .expect("writes over TLS");
+    assert_eq!(
+        decoded(&remote.get_values(state, &keys(&ids)).expect("reads over TLS")),
+        values
+    );
+    remote.commit(Epoch(1), Attempt(0)).expect("commits");
+    drop(remote);
+
+    assert!(
+        HostClient::connect_with_timeout(&address, TOKEN, timeout).is_err(),
+        "plain TCP is refused"
+    );
+    assert!(
+        HostClient::open(&address, TOKEN, timeout, Some(&test_tls("other-ca.pem"))).is_err(),
+        "a client that does not trust the host's certificate does not connect"
+    );
+    let wrong = HostClient::open(&address, "not-the-token", timeout, Some(&tls))
+        .expect_err("over TLS the token is still checked");
+    assert!(matches!(wrong, HostError::Unauthorized), "{wrong}");
+    // None of that disturbed the host or the state it holds.
+    let status = host.connect().status().expect("status");
+    assert_eq!(status.subtasks.len(), 1, "{status:?}");
 }

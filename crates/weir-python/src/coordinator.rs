@@ -20,6 +20,7 @@ use crate::checkpoints::{self, runtime};
 use crate::config::PyCheckpointConfig;
 use crate::errors::PyWeirError;
 use crate::events;
+use crate::tls::{self, PyTlsFiles};
 
 /// A running checkpoint coordinator that owns its job directory (a lease)
 /// until shut down: its HTTP server takes the state hosts' acks and owner
@@ -51,7 +52,7 @@ impl PyCoordinator {
     #[new]
     #[pyo3(signature = (
         checkpoint_dir, job_id, token, operators, config, *, savepoint_dir = None,
-        storage_options = None, bind = "127.0.0.1", advertise = None, restored = None
+        storage_options = None, bind = "127.0.0.1", advertise = None, restored = None, tls = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -66,7 +67,9 @@ impl PyCoordinator {
         bind: &str,
         advertise: Option<String>,
         restored: Option<String>,
+        tls: Option<PyRef<'_, PyTlsFiles>>,
     ) -> PyResult<Self> {
+        let tls = tls::load(tls.as_deref())?;
         let mut options = DriverOptions::new(
             JobId::new(job_id).map_err(PyWeirError::from)?,
             config.inner.clone(),
@@ -90,6 +93,7 @@ impl PyCoordinator {
             runtime.block_on(async {
                 let mut server = ServerOptions::new(token).bind_to(bind, 0).await?;
                 server.advertise = advertise;
+                server.tls = tls;
                 CoordinatorDriver::start(options, server).await
             })
         });
@@ -240,7 +244,10 @@ pub(crate) fn latest_checkpoint(
 
 /// Claims subtask `subtask` of `uid` for the state host at `address` in
 /// `generation`; returns the owner's address (`address` if the claim won).
+/// An `https://` coordinator needs the job's `tls`.
 #[pyfunction]
+#[pyo3(signature = (coordinator_url, token, generation, uid, subtask, address, *, tls = None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn claim_owner(
     py: Python<'_>,
     coordinator_url: &str,
@@ -249,7 +256,9 @@ pub(crate) fn claim_owner(
     uid: &str,
     subtask: u32,
     address: String,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<String> {
+    let tls = tls::load(tls.as_deref())?;
     let claim = OwnerClaim {
         generation,
         uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
@@ -261,6 +270,7 @@ pub(crate) fn claim_owner(
         let answer = runtime()?.block_on(weir_coordinator::claim_owner(
             coordinator_url,
             &token,
+            tls.as_ref(),
             &claim,
         ))?;
         Ok::<_, PyWeirError>(answer.owner)

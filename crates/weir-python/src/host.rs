@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use weir_checkpoint::StorageOptions;
-use weir_host::client::{HostClient, HostOptions, ensure_host};
+use weir_host::client::{DEFAULT_REPLY_TIMEOUT, HostClient, HostOptions, ensure_host};
 use weir_host::protocol::{
     AckTarget, BarrierRequest, Expectation, HostAddress, HostDir, HostStatus, JobToken, StorageRef,
 };
@@ -22,6 +22,7 @@ use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex}
 use crate::checkpoints::PyRestoreTicket;
 use crate::errors::PyWeirError;
 use crate::session::PySession;
+use crate::tls::{self, PyTlsFiles};
 use crate::types::PyValueType;
 
 /// Exit code of a host that found another host serving its directory.
@@ -36,7 +37,10 @@ pub(crate) fn host_exit_already_running() -> i32 {
 /// Returns the process exit code: 0, or `host_exit_already_running()` when
 /// another host serves the directory.
 #[pyfunction]
-#[pyo3(signature = (directory, token, owner_pid = None, work_dir = None, poll_ms = 200, listen = None))]
+#[pyo3(signature = (
+    directory, token, owner_pid = None, work_dir = None, poll_ms = 200, listen = None, tls = None
+))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_host(
     py: Python<'_>,
     directory: PathBuf,
@@ -45,6 +49,7 @@ pub(crate) fn run_host(
     work_dir: Option<PathBuf>,
     poll_ms: u64,
     listen: Option<String>,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<i32> {
     let config = HostConfig {
         dir: HostDir::new(directory),
@@ -53,6 +58,7 @@ pub(crate) fn run_host(
         work_dir,
         poll_interval: Duration::from_millis(poll_ms.max(1)),
         listen,
+        tls: tls::load(tls.as_deref())?,
     };
     match py.detach(|| run(config)) {
         Ok(_) => Ok(0),
@@ -70,7 +76,8 @@ pub(crate) fn run_host(
 /// given. `owner_address` is the owner's TCP address when the driver knows
 /// one; `None`, or this executor's own host's address, means the local host.
 /// A remote owner is never started, only connected to; an unreachable one
-/// is `StateLostError`.
+/// is `StateLostError`. With the job's `tls`, the host serves TCP over TLS
+/// and a remote owner is reached over TLS.
 ///
 /// The task belongs to generation `generation` of the job and expects the
 /// subtask's state to come from checkpoint `expect_restored_from` (`None`:
@@ -83,7 +90,7 @@ pub(crate) fn run_host(
 #[pyo3(signature = (
     directory, token, *, uid, subtask, parallelism, max_parallelism, backend, key_types,
     generation, expect_restored_from, expect_final_epoch, restore, host_command, owner_pid,
-    listen = None, owner_address = None
+    listen = None, owner_address = None, tls = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect_host(
@@ -104,7 +111,9 @@ pub(crate) fn connect_host(
     owner_pid: Option<u32>,
     listen: Option<String>,
     owner_address: Option<&str>,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<PySession> {
+    let loaded = tls::load(tls.as_deref())?;
     let max_parallelism = MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?;
     let key_types = key_types.map(|types| types.iter().map(|t| t.inner.clone()).collect());
     let spec = SubtaskSpec {
@@ -126,16 +135,17 @@ pub(crate) fn connect_host(
         binary: Some(host_command),
         owner_pid,
         listen,
+        tls: tls.map(|files| files.inner.clone()),
         ..HostOptions::default()
     };
     let session = py
         .detach(|| {
             let target = owner_host(&directory, token, &options, owner)?;
-            match HostClient::connect(&target, token)?.attach(spec.clone(), expect) {
+            let connect = || HostClient::open(&target, token, DEFAULT_REPLY_TIMEOUT, loaded.as_ref());
+            match connect()?.attach(spec.clone(), expect) {
                 Err(HostError::StateLost(reason)) => match restore {
                     Some(ticket) if Some(ticket.cut()) == expect.final_epoch => {
-                        HostClient::connect(&target, token)?
-                            .restore(ticket.request(spec, generation)?)
+                        connect()?.restore(ticket.request(spec, generation)?)
                     }
                     _ => Err(HostError::StateLost(reason)),
                 },
@@ -228,14 +238,18 @@ fn render_status(status: &HostStatus) -> PyResult<String> {
 }
 
 /// Runs one control request against the host at `address` (a Unix socket
-/// path or `host:port`), waiting at most `timeout_s` for its answer.
+/// path or `host:port`, over TLS with `tls`), connecting with `token` and
+/// waiting at most `timeout_s` for each answer.
 fn control<R: Send>(
     py: Python<'_>,
     address_text: &str,
+    token: &str,
     timeout_s: f64,
-    request: impl FnOnce(&HostAddress, Duration) -> weir_host::Result<R> + Send,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
+    request: impl FnOnce(weir_host::Result<HostClient>) -> weir_host::Result<R> + Send,
 ) -> PyResult<R> {
     let target = address(address_text)?;
+    let tls = tls::load(tls.as_deref())?;
     let timeout = Duration::try_from_secs_f64(timeout_s)
         .ok()
         .filter(|t| !t.is_zero())
@@ -245,7 +259,7 @@ fn control<R: Send>(
             ))
         })?;
     Ok(py
-        .detach(|| request(&target, timeout))
+        .detach(|| request(HostClient::open(&target, token, timeout, tls.as_ref())))
         .map_err(PyWeirError::from)?)
 }
 
@@ -253,15 +267,16 @@ fn control<R: Send>(
 /// wrote) before answering, then drops its state, removes its files and
 /// exits. Returns `False` if no host answers there (already gone).
 #[pyfunction]
-#[pyo3(signature = (address, token, *, timeout_s = 60.0))]
+#[pyo3(signature = (address, token, *, timeout_s = 60.0, tls = None))]
 pub(crate) fn shutdown_host(
     py: Python<'_>,
     address: &str,
     token: &str,
     timeout_s: f64,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<bool> {
-    control(py, address, timeout_s, |target, timeout| {
-        match HostClient::connect_with_timeout(target, token, timeout) {
+    control(py, address, token, timeout_s, tls, |connected| {
+        match connected {
             Ok(client) => client.shutdown().map(|()| true),
             // Nothing listens there any more: nothing to stop.
             Err(HostError::StateLost(_) | HostError::Io { .. }) => Ok(false),
@@ -274,47 +289,49 @@ pub(crate) fn shutdown_host(
 /// `address` and returns once they deleted what they wrote, with how many
 /// were canceled.
 #[pyfunction]
-#[pyo3(signature = (address, token, checkpoint_id, *, timeout_s = 60.0))]
+#[pyo3(signature = (address, token, checkpoint_id, *, timeout_s = 60.0, tls = None))]
 pub(crate) fn abort_host_checkpoint(
     py: Python<'_>,
     address: &str,
     token: &str,
     checkpoint_id: u64,
     timeout_s: f64,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<usize> {
-    control(py, address, timeout_s, |target, timeout| {
-        HostClient::connect_with_timeout(target, token, timeout)?
-            .abort_checkpoint(CheckpointId(checkpoint_id))
+    control(py, address, token, timeout_s, tls, |connected| {
+        connected?.abort_checkpoint(CheckpointId(checkpoint_id))
     })
 }
 
 /// Makes the host at `address` serve generation `generation` of the job:
 /// it drops the state of older generations and refuses their tasks.
 #[pyfunction]
-#[pyo3(signature = (address, token, generation, *, timeout_s = 60.0))]
+#[pyo3(signature = (address, token, generation, *, timeout_s = 60.0, tls = None))]
 pub(crate) fn start_host_generation(
     py: Python<'_>,
     address: &str,
     token: &str,
     generation: u64,
     timeout_s: f64,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<()> {
-    control(py, address, timeout_s, |target, timeout| {
-        HostClient::connect_with_timeout(target, token, timeout)?.start_generation(generation)
+    control(py, address, token, timeout_s, tls, |connected| {
+        connected?.start_generation(generation)
     })
 }
 
 /// What the host at `address` holds and does, as JSON.
 #[pyfunction]
-#[pyo3(signature = (address, token, *, timeout_s = 60.0))]
+#[pyo3(signature = (address, token, *, timeout_s = 60.0, tls = None))]
 pub(crate) fn host_status_at(
     py: Python<'_>,
     address: &str,
     token: &str,
     timeout_s: f64,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<String> {
-    let status = control(py, address, timeout_s, |target, timeout| {
-        HostClient::connect_with_timeout(target, token, timeout)?.status()
+    let status = control(py, address, token, timeout_s, tls, |connected| {
+        connected?.status()
     })?;
     render_status(&status)
 }

@@ -13,6 +13,7 @@ mod host;
 mod key_groups;
 mod local;
 mod session;
+mod tls;
 mod types;
 mod values;
 
@@ -40,6 +41,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add(INVALID_ARGUMENT_ERROR, errors::invalid_argument_error(py)?)?;
     m.add_class::<config::PyCheckpointConfig>()?;
+    m.add_class::<tls::PyTlsFiles>()?;
     m.add_class::<coordinator::PyCoordinator>()?;
     events::register(m)?;
     m.add_function(wrap_pyfunction!(coordinator::latest_checkpoint, m)?)?;

@@ -72,7 +72,7 @@ def open_session(task: OperatorTask, partition: int) -> _internal.Session:
     local = _internal.host_address(session) or os.path.join(executor_directory(task), "host.sock")
     hosts = task.hosts
     winner = _internal.claim_owner(
-        hosts.registry_url, hosts.token, hosts.generation, task.operator.uid, partition, local
+        hosts.registry_url, hosts.token, hosts.generation, task.operator.uid, partition, local, tls=hosts.tls
     )
     if winner == local:
         return session
@@ -105,6 +105,7 @@ def _connect(task: OperatorTask, partition: int, owner: str | None) -> _internal
         owner_pid=_owner_pid(),
         listen=_listen_address(task.hosts.registry_url) if task.hosts.tcp else None,
         owner_address=owner,
+        tls=task.hosts.tls,
     )
 
 

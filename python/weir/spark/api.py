@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType, _parse_datatype_string
 
-from weir.config import CheckpointConfig, CheckpointingMode, StateBackend
+from weir.config import CheckpointConfig, CheckpointingMode, StateBackend, TlsFiles
 from weir.exceptions import InvalidArgumentError
 from weir.spark import restart
 from weir.spark.driver import SavepointRequest
@@ -170,6 +170,9 @@ class StreamJob:
         checkpoint_storage_options: Options of the checkpoint storage (S3
             settings, or ``put_delay_ms`` to slow a local store down in tests).
         progress: Print a line per epoch and the statistics at the end.
+        tls: The job's TLS files (:class:`~weir.config.TlsFiles`), at the same
+            paths on the driver and every executor: the coordinator serves
+            HTTPS and state hosts serve TCP over TLS (see docs/deploy.md).
     """
 
     def __init__(
@@ -187,6 +190,7 @@ class StreamJob:
         savepoint_dir: str | None = None,
         checkpoint_storage_options: dict[str, str] | None = None,
         progress: bool = True,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.spark = spark
         self.name = name
@@ -201,6 +205,7 @@ class StreamJob:
         self.savepoint_dir = savepoint_dir
         self.checkpoint_storage_options = dict(checkpoint_storage_options or {})
         self.progress = progress
+        self.tls = tls
         self.checkpoint_config: CheckpointConfig | None = None
         self._chain = _Chain()
         self._requests: list[SavepointRequest] = []

@@ -252,24 +252,28 @@ class Runner:
         uploads and delete what they wrote of it."""
         self.each_host(
             f"cancel checkpoint {checkpoint_id}",
-            lambda address: weir.host.abort_checkpoint(address, self.token, checkpoint_id),
+            lambda address: weir.host.abort_checkpoint(address, self.token, checkpoint_id, tls=self.job.tls),
         )
 
     def start_host_generation(self, generation: int) -> None:
         """Makes the hosts drop the failed generation's state now, not at their next task."""
         self.each_host(
             f"start generation {generation}",
-            lambda address: weir.host.start_generation(address, self.token, generation, timeout_s=10.0),
+            lambda address: weir.host.start_generation(
+                address, self.token, generation, timeout_s=10.0, tls=self.job.tls
+            ),
         )
 
     def shutdown_hosts(self) -> None:
         """Stops the run's hosts: a host lives as long as its job, not its tasks."""
-        self.each_host("stop", lambda address: weir.host.shutdown(address, self.token, timeout_s=10.0))
+        self.each_host(
+            "stop", lambda address: weir.host.shutdown(address, self.token, timeout_s=10.0, tls=self.job.tls)
+        )
 
     def host_statuses(self, entry: str) -> list[Any]:
         """``entry`` of the status of each known host that answers."""
         statuses = self.each_host(
-            "report", lambda address: weir.host.status(address, self.token, timeout_s=10.0)
+            "report", lambda address: weir.host.status(address, self.token, timeout_s=10.0, tls=self.job.tls)
         )
         return [status[entry] for status in statuses]
 
@@ -349,6 +353,7 @@ class Runner:
             savepoint_dir=self.job.savepoint_dir,
             storage_options=self.job.checkpoint_storage_options,
             restored=restored,
+            tls=self.job.tls,
             **_coordinator_addresses(self.job),
         )
 
@@ -433,6 +438,7 @@ class Runner:
                 generation=self.coordinator.generation,
                 registry_url=self.coordinator.address,
                 tcp=self.tcp_hosts,
+                tls=self.job.tls,
             ),
             owners={subtask: address for (uid, subtask), address in owners.items() if uid == step.uid},
         )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from weir.checkpoint import RestoreTicket
+    from weir.config import TlsFiles
     from weir.types import ValueType
 
 KEY_GROUP = "__weir_key_group"
@@ -41,12 +42,14 @@ class HostAccess:
     """The coordinator's base URL, where a task claims its subtask for its executor's host."""
     tcp: bool
     """Whether hosts also listen on TCP at their executor's address (any master but ``local``)."""
+    tls: TlsFiles | None = None
+    """The job's TLS files: hosts serve TCP over TLS, the coordinator HTTPS."""
 
     def __repr__(self) -> str:
         # The token is a secret: never in logs, tracebacks or Spark's UI.
         return (
             f"HostAccess(directory={self.directory!r}, token=<hidden>, generation={self.generation}, "
-            f"registry_url={self.registry_url!r}, tcp={self.tcp})"
+            f"registry_url={self.registry_url!r}, tcp={self.tcp}, tls={self.tls!r})"
         )
 
 

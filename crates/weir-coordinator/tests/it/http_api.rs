@@ -116,7 +116,7 @@ async fn the_first_claim_of_a_subtask_wins_until_the_job_restarts() {
         subtask: SubtaskIndex(0),
         address: "10.0.0.2:7000".into(),
     };
-    let answer = claim_owner(job.driver.address(), &token, &late)
+    let answer = claim_owner(job.driver.address(), &token, None, &late)
         .await
         .expect("answers");
     assert_eq!(
@@ -139,7 +139,7 @@ async fn the_first_claim_of_a_subtask_wins_until_the_job_restarts() {
         job.driver.owners().is_empty(),
         "a new generation has no owners"
     );
-    let stale = claim_owner(job.driver.address(), &token, &late)
+    let stale = claim_owner(job.driver.address(), &token, None, &late)
         .await
         .expect_err("stale");
     assert!(
@@ -150,7 +150,7 @@ async fn the_first_claim_of_a_subtask_wins_until_the_job_restarts() {
         generation: 2,
         ..late
     };
-    let answer = claim_owner(job.driver.address(), &token, &fresh)
+    let answer = claim_owner(job.driver.address(), &token, None, &fresh)
         .await
         .expect("answers");
     assert!(answer.granted);

@@ -4,3 +4,4 @@
 mod client;
 mod http_api;
 mod lifecycle;
+mod tls;

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use weir_coordinator::{Tls, TlsFiles};
 use weir_host::client::{EXIT_ALREADY_RUNNING, HOST_TOKEN_ENV};
 use weir_host::protocol::{HostDir, JobToken};
 use weir_host::server::{HostConfig, StartError, run};
@@ -38,6 +39,20 @@ struct Args {
     /// other executors; the bound address is written to <dir>/address.
     #[arg(long)]
     listen: Option<String>,
+    /// PEM certificates of the authorities the job trusts; with --tls-cert
+    /// and --tls-key, TCP is served over TLS and acks go to an https://
+    /// coordinator.
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
+    /// PEM certificate chain this host presents.
+    #[arg(long, requires = "tls_ca")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_ca")]
+    tls_key: Option<PathBuf>,
+    /// The name clients expect in certificates, if not the host they dial.
+    #[arg(long, requires = "tls_ca")]
+    tls_server_name: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +61,24 @@ fn main() -> ExitCode {
         eprintln!("weir-host: set the job token in {HOST_TOKEN_ENV}");
         return ExitCode::FAILURE;
     };
+    let tls = match (args.tls_ca, args.tls_cert, args.tls_key) {
+        (Some(ca), Some(cert), Some(key)) => {
+            let files = TlsFiles {
+                ca,
+                cert,
+                key,
+                server_name: args.tls_server_name,
+            };
+            match Tls::load(files) {
+                Ok(tls) => Some(tls),
+                Err(err) => {
+                    eprintln!("weir-host: {err}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
     let config = HostConfig {
         dir: HostDir::new(args.dir),
         token: JobToken::new(token),
@@ -53,6 +86,7 @@ fn main() -> ExitCode {
         work_dir: args.work_dir,
         poll_interval: Duration::from_millis(args.poll_millis.max(1)),
         listen: args.listen,
+        tls,
     };
     match run(config) {
         Ok(_) => ExitCode::SUCCESS,

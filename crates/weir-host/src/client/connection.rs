@@ -3,6 +3,7 @@
 use std::io::{self, BufReader};
 use std::time::Duration;
 
+use weir_coordinator::Tls;
 use weir_types::CheckpointId;
 
 use super::RemoteSession;
@@ -53,8 +54,20 @@ impl HostClient {
         token: &str,
         reply_timeout: Duration,
     ) -> Result<Self> {
+        Self::open(address, token, reply_timeout, None)
+    }
+
+    /// Like [`connect_with_timeout`](Self::connect_with_timeout), over TLS
+    /// with the job's `tls` when the host is on another executor (a host
+    /// started with TLS refuses plain TCP).
+    pub fn open(
+        address: &HostAddress,
+        token: &str,
+        reply_timeout: Duration,
+        tls: Option<&Tls>,
+    ) -> Result<Self> {
         let stream = address
-            .connect(CONNECT_TIMEOUT.min(reply_timeout))
+            .connect(CONNECT_TIMEOUT.min(reply_timeout), tls)
             .map_err(|err| match address {
                 HostAddress::Unix(_) => {
                     HostError::io(format!("connecting to the state host at {address}"), err)

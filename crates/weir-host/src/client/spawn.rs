@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use std::os::unix::process::CommandExt;
 
 use rustix::process::{Pid, Signal, kill_process};
+use weir_coordinator::TlsFiles;
 
 use super::HostClient;
 use crate::error::{HostError, Result};
@@ -35,6 +36,9 @@ pub struct HostOptions {
     pub listen: Option<String>,
     /// Where the host keeps working files; `<dir>/work` if `None`.
     pub work_dir: Option<PathBuf>,
+    /// The job's TLS files: the host serves TCP over TLS and acks to an
+    /// `https://` coordinator with them.
+    pub tls: Option<TlsFiles>,
     /// How long to wait for a started host to accept connections.
     pub startup_timeout: Duration,
 }
@@ -46,6 +50,7 @@ impl Default for HostOptions {
             owner_pid: None,
             listen: None,
             work_dir: None,
+            tls: None,
             startup_timeout: Duration::from_secs(30),
         }
     }
@@ -184,6 +189,18 @@ fn spawn(dir: &HostDir, token: &str, options: &HostOptions) -> Result<(u32, Exit
     }
     if let Some(listen) = &options.listen {
         command.arg("--listen").arg(listen);
+    }
+    if let Some(tls) = &options.tls {
+        command
+            .arg("--tls-ca")
+            .arg(&tls.ca)
+            .arg("--tls-cert")
+            .arg(&tls.cert)
+            .arg("--tls-key")
+            .arg(&tls.key);
+        if let Some(name) = &tls.server_name {
+            command.arg("--tls-server-name").arg(name);
+        }
     }
     let mut child = command.spawn().map_err(|err| {
         HostError::io(format!("starting the state host {}", binary.display()), err)

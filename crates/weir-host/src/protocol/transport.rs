@@ -1,6 +1,6 @@
 //! Where a host listens and the byte streams between a host and its clients:
-//! a Unix socket on the same executor, TCP from another one. Both carry the
-//! same frames; a later TLS layer wraps the TCP variant.
+//! a Unix socket on the same executor, TCP (plain or TLS) from another one.
+//! All carry the same frames.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -9,6 +9,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
+
+use rustls::{ClientConnection, ServerConnection, StreamOwned};
+use weir_coordinator::Tls;
 
 use crate::error::{HostError, Result};
 
@@ -27,8 +30,9 @@ impl HostAddress {
         Self::Unix(super::HostDir::new(dir.as_ref()).socket())
     }
 
-    /// Opens a stream to the host; a TCP connect gives up after `timeout`.
-    pub(crate) fn connect(&self, timeout: Duration) -> io::Result<Transport> {
+    /// Opens a stream to the host (over TLS when `tls` is given and the
+    /// host is remote); a TCP connect gives up after `timeout`.
+    pub(crate) fn connect(&self, timeout: Duration, tls: Option<&Tls>) -> io::Result<Transport> {
         match self {
             Self::Unix(path) => UnixStream::connect(path).map(Transport::Unix),
             Self::Tcp(address) => {
@@ -37,7 +41,15 @@ impl HostAddress {
                     match TcpStream::connect_timeout(&resolved, timeout) {
                         Ok(stream) => {
                             stream.set_nodelay(true)?;
-                            return Ok(Transport::Tcp(stream));
+                            let Some(tls) = tls else {
+                                return Ok(Transport::Tcp(stream));
+                            };
+                            let name = tls.server_name_for(address).map_err(io::Error::other)?;
+                            let connection = ClientConnection::new(tls.client_config(), name)
+                                .map_err(io::Error::other)?;
+                            return Ok(Transport::TlsClient(Box::new(StreamOwned::new(
+                                connection, stream,
+                            ))));
                         }
                         Err(err) => last = Some(err),
                     }
@@ -91,14 +103,35 @@ pub enum Transport {
     Unix(UnixStream),
     /// Another executor.
     Tcp(TcpStream),
+    /// Another executor, over TLS: the host's end.
+    TlsServer(Box<StreamOwned<ServerConnection, TcpStream>>),
+    /// Another executor, over TLS: the client's end.
+    TlsClient(Box<StreamOwned<ClientConnection, TcpStream>>),
 }
 
 impl Transport {
+    /// The TCP socket underneath, if the peer is on another executor.
+    fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Self::Unix(_) => None,
+            Self::Tcp(s) => Some(s),
+            Self::TlsServer(s) => Some(s.get_ref()),
+            Self::TlsClient(s) => Some(s.get_ref()),
+        }
+    }
+
+    /// Whether the peer is on another executor.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.tcp().is_some()
+    }
+
     /// Sets how long one read may block (`None`: forever).
-    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Self::Unix(s) => s.set_read_timeout(timeout),
             Self::Tcp(s) => s.set_read_timeout(timeout),
+            Self::TlsServer(s) => s.get_ref().set_read_timeout(timeout),
+            Self::TlsClient(s) => s.get_ref().set_read_timeout(timeout),
         }
     }
 
@@ -107,42 +140,54 @@ impl Transport {
         match self {
             Self::Unix(s) => s.set_write_timeout(timeout),
             Self::Tcp(s) => s.set_write_timeout(timeout),
+            Self::TlsServer(s) => s.get_ref().set_write_timeout(timeout),
+            Self::TlsClient(s) => s.get_ref().set_write_timeout(timeout),
         }
     }
 
     /// Who is at the other end, for logs.
     pub(crate) fn peer(&self) -> String {
-        match self {
-            Self::Unix(_) => "a local client".to_owned(),
-            Self::Tcp(s) => s
+        match self.tcp() {
+            None => "a local client".to_owned(),
+            Some(s) => s
                 .peer_addr()
                 .map_or_else(|_| "a TCP client".to_owned(), |a: SocketAddr| a.to_string()),
         }
     }
+
+    fn stream(&mut self) -> &mut dyn ReadWrite {
+        match self {
+            Self::Unix(s) => s,
+            Self::Tcp(s) => s,
+            Self::TlsServer(s) => s.as_mut(),
+            Self::TlsClient(s) => s.as_mut(),
+        }
+    }
 }
+
+/// A byte stream in both directions.
+trait ReadWrite: Read + Write {}
+
+impl<T: Read + Write> ReadWrite for T {}
 
 impl Read for Transport {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Self::Unix(s) => s.read(buf),
-            Self::Tcp(s) => s.read(buf),
+        match self.stream().read(buf) {
+            // A TLS peer that closes without close_notify is gone like any
+            // other; frames carry their length, so a cut frame still shows.
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof && self.is_remote() => Ok(0),
+            read => read,
         }
     }
 }
 
 impl Write for Transport {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Self::Unix(s) => s.write(buf),
-            Self::Tcp(s) => s.write(buf),
-        }
+        self.stream().write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Self::Unix(s) => s.flush(),
-            Self::Tcp(s) => s.flush(),
-        }
+        self.stream().flush()
     }
 }
 

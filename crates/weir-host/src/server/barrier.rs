@@ -194,7 +194,7 @@ impl Background {
             key_types: self.key_types.clone(),
             states: self.states.clone(),
         };
-        let answer = match ack::post(&self.ack, "/ack", &body).await {
+        let answer = match ack::post(&self.ack, self.host.tls.as_ref(), "/ack", &body).await {
             Ok(answer) => answer,
             Err(err) => return Acked::Unanswered(err),
         };
@@ -237,7 +237,7 @@ impl Background {
             subtask,
             message: message.to_owned(),
         };
-        match ack::post(&self.ack, "/decline", &body).await {
+        match ack::post(&self.ack, self.host.tls.as_ref(), "/decline", &body).await {
             Ok(answer) if answer.status == 200 => {}
             Ok(answer) => eprintln!(
                 "weir-host: {}",

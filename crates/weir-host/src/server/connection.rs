@@ -49,7 +49,7 @@ fn serve_inner(host: &Arc<Host>, stream: Transport, handshake: Tally) -> Result<
         host: Arc::clone(host),
         slot: None,
     };
-    let remote = matches!(reader.get_ref(), Transport::Tcp(_));
+    let remote = reader.get_ref().is_remote();
     let count = |payloads: &[Vec<u8>]| {
         if remote {
             let bytes: usize = payloads.iter().map(Vec::len).sum();
@@ -72,6 +72,10 @@ fn serve_inner(host: &Arc<Host>, stream: Transport, handshake: Tally) -> Result<
         let shutdown = matches!(request, Ok(Request::Shutdown));
         count(&frame.payloads);
         let outcome = request.and_then(|request| session.handle(request, &frame.payloads));
+        if shutdown && outcome.is_ok() {
+            // Before the answer: whoever got it never finds this host serving again.
+            host.set_stopping();
+        }
         match outcome {
             Ok((reply, payloads)) => {
                 count(&payloads);

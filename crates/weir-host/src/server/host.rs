@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
+use weir_coordinator::Tls;
 use weir_types::{CheckpointId, OperatorUid, SubtaskIndex};
 
 use super::slot::Slot;
@@ -39,6 +40,8 @@ pub(crate) struct Host {
     pub(crate) runtime: tokio::runtime::Handle,
     /// Where the host listens on TCP, if it does.
     pub(crate) tcp_address: Option<String>,
+    /// The job's TLS, for acks to an `https://` coordinator.
+    pub(crate) tls: Option<Tls>,
     /// The newest generation served. Locked before `slots` whenever both are.
     generation: Mutex<u64>,
     slots: Mutex<BTreeMap<SlotKey, SharedSlot>>,
@@ -64,12 +67,14 @@ impl Host {
         work_dir: PathBuf,
         runtime: tokio::runtime::Handle,
         tcp_address: Option<String>,
+        tls: Option<Tls>,
     ) -> Self {
         Self {
             token,
             work_dir,
             runtime,
             tcp_address,
+            tls,
             generation: Mutex::new(0),
             slots: Mutex::new(BTreeMap::new()),
             uploads: Mutex::new(HashMap::new()),
@@ -233,8 +238,10 @@ impl Host {
         (tally.count() <= MAX_HANDSHAKES).then_some(tally)
     }
 
-    /// Asks the host to exit (the first reason wins).
+    /// Asks the host to exit (the first reason wins); it takes no new
+    /// connection from here on.
     pub(crate) fn request_stop(&self, reason: ExitReason) {
+        self.set_stopping();
         let mut stop = lock(&self.stop);
         if stop.is_none() {
             *stop = Some(reason);

@@ -9,6 +9,9 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use weir_coordinator::Tls;
+
 use super::connection;
 use super::host::Host;
 use crate::error::{HostError, Result};
@@ -18,8 +21,8 @@ use crate::protocol::{HostDir, Transport};
 pub(super) enum Listener {
     /// The Unix socket in the host directory.
     Unix(UnixListener, PathBuf),
-    /// TCP, for clients on other executors.
-    Tcp(TcpListener, SocketAddr),
+    /// TCP, for clients on other executors; over TLS when configured.
+    Tcp(TcpListener, SocketAddr, Option<Arc<ServerConfig>>),
 }
 
 impl Listener {
@@ -45,8 +48,9 @@ impl Listener {
         Ok(Self::Unix(listener, socket))
     }
 
-    /// Binds `address` (`host:port`, port 0 for any free port).
-    pub(super) fn tcp(address: &str) -> Result<Self> {
+    /// Binds `address` (`host:port`, port 0 for any free port); connections
+    /// speak TLS first when `tls` is given.
+    pub(super) fn tcp(address: &str, tls: Option<&Tls>) -> Result<Self> {
         let listener = TcpListener::bind(address)
             .map_err(|err| HostError::io(format!("listening on TCP address {address}"), err))?;
         let bound = listener.local_addr().map_err(|err| {
@@ -58,14 +62,14 @@ impl Listener {
                  need a reachable address, which this one is not"
             );
         }
-        Ok(Self::Tcp(listener, bound))
+        Ok(Self::Tcp(listener, bound, tls.map(Tls::server_config)))
     }
 
     /// The TCP address bound, if this is the TCP listener.
     pub(super) fn tcp_address(&self) -> Option<SocketAddr> {
         match self {
             Self::Unix(..) => None,
-            Self::Tcp(_, bound) => Some(*bound),
+            Self::Tcp(_, bound, _) => Some(*bound),
         }
     }
 
@@ -75,9 +79,18 @@ impl Listener {
         loop {
             let accepted = match self {
                 Self::Unix(listener, _) => listener.accept().map(|(s, _)| Transport::Unix(s)),
-                Self::Tcp(listener, _) => listener.accept().and_then(|(s, _)| {
+                Self::Tcp(listener, _, tls) => listener.accept().and_then(|(s, _)| {
                     s.set_nodelay(true)?;
-                    Ok(Transport::Tcp(s))
+                    // The TLS handshake runs on the connection's first read,
+                    // under the deadline of the host's own handshake.
+                    Ok(match tls {
+                        None => Transport::Tcp(s),
+                        Some(config) => Transport::TlsServer(Box::new(StreamOwned::new(
+                            ServerConnection::new(Arc::clone(config))
+                                .map_err(std::io::Error::other)?,
+                            s,
+                        ))),
+                    })
                 }),
             };
             if host.stopping() {
@@ -109,7 +122,7 @@ impl Listener {
         // A listener that is gone needs no waking.
         let _ = match self {
             Self::Unix(_, path) => UnixStream::connect(path).map(drop),
-            Self::Tcp(_, bound) => TcpStream::connect(bound).map(drop),
+            Self::Tcp(_, bound, _) => TcpStream::connect(bound).map(drop),
         };
     }
 }

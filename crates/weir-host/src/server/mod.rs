@@ -24,6 +24,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use weir_coordinator::Tls;
+
 use crate::error::{HostError, Result};
 use crate::protocol::{HostDir, JobToken};
 
@@ -54,6 +56,9 @@ pub struct HostConfig {
     /// Also listen on TCP at this `host:port` (port 0: any free port) for
     /// tasks on other executors; `None`: the Unix socket only.
     pub listen: Option<String>,
+    /// Serve TCP over TLS, and ack to an `https://` coordinator, with the
+    /// job's TLS files.
+    pub tls: Option<Tls>,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -64,6 +69,7 @@ impl std::fmt::Debug for HostConfig {
             .field("work_dir", &self.work_dir)
             .field("poll_interval", &self.poll_interval)
             .field("listen", &self.listen)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -94,7 +100,7 @@ pub fn run(config: HostConfig) -> Result<ExitReason, StartError> {
     published.dir(work_dir.clone());
     let mut listeners = vec![Listener::unix(&config.dir, &mut published)?];
     if let Some(address) = &config.listen {
-        listeners.push(Listener::tcp(address)?);
+        listeners.push(Listener::tcp(address, config.tls.as_ref())?);
     }
     let tcp_address = listeners
         .iter()
@@ -111,6 +117,7 @@ pub fn run(config: HostConfig) -> Result<ExitReason, StartError> {
         work_dir,
         runtime.handle().clone(),
         tcp_address.clone(),
+        config.tls.clone(),
     ));
     watchdog::stop_on_signals(&host, &runtime)?;
     if let Some(address) = &tcp_address {

@@ -220,10 +220,7 @@ impl Raw {
     }
 
     pub fn timeout(&self, limit: Duration) {
-        match &self.stream {
-            Transport::Unix(s) => s.set_read_timeout(Some(limit)).expect("sets"),
-            Transport::Tcp(s) => s.set_read_timeout(Some(limit)).expect("sets"),
-        }
+        self.stream.set_read_timeout(Some(limit)).expect("sets");
     }
 
     pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
