@@ -94,7 +94,9 @@ def status(
     address: str, token: str, *, timeout_s: float = 60.0, tls: TlsFiles | None = None
 ) -> dict[str, Any]:
     """What the host holds and does (its pid, TCP address, generation, subtasks, uploads)."""
-    result: dict[str, Any] = json.loads(_internal.host_status_at(address, token, timeout_s=timeout_s, tls=tls))
+    result: dict[str, Any] = json.loads(
+        _internal.host_status_at(address, token, timeout_s=timeout_s, tls=tls)
+    )
     return result
 
 

@@ -235,7 +235,11 @@ mod tests {
             ("h:1", "/api/decline")
         );
         assert!(!e.secure);
-        assert!(Endpoint::parse("https://h:1", "/ack").expect("valid").secure);
+        assert!(
+            Endpoint::parse("https://h:1", "/ack")
+                .expect("valid")
+                .secure
+        );
         for bad in ["ftp://h:1", "h:1", "http://", "http://host/x"] {
             assert!(Endpoint::parse(bad, "/ack").is_err(), "{bad}");
         }

@@ -17,9 +17,9 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use weir_checkpoint::coordinator::{
@@ -394,7 +394,10 @@ impl CoordinatorDriver {
         let limits = ConnectionLimits {
             max_connections: server.max_connections.max(1),
             header_read_timeout: server.header_read_timeout,
-            tls: server.tls.as_ref().map(|tls| TlsAcceptor::from(tls.server_config())),
+            tls: server
+                .tls
+                .as_ref()
+                .map(|tls| TlsAcceptor::from(tls.server_config())),
         };
         let tasks = vec![
             tokio::spawn(run_timer(Arc::clone(&shared), stop.clone())),

@@ -314,7 +314,11 @@ fn a_host_with_tls_serves_tcp_only_to_clients_that_trust_it() {
         .put_values(state, &keys(&ids), &ints(&values))
         .expect("writes over TLS");
     assert_eq!(
-        decoded(&remote.get_values(state, &keys(&ids)).expect("reads over TLS")),
+        decoded(
+            &remote
+                .get_values(state, &keys(&ids))
+                .expect("reads over TLS")
+        ),
         values
     );
     remote.commit(Epoch(1), Attempt(0)).expect("commits");

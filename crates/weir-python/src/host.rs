@@ -141,7 +141,8 @@ pub(crate) fn connect_host(
     let session = py
         .detach(|| {
             let target = owner_host(&directory, token, &options, owner)?;
-            let connect = || HostClient::open(&target, token, DEFAULT_REPLY_TIMEOUT, loaded.as_ref());
+            let connect =
+                || HostClient::open(&target, token, DEFAULT_REPLY_TIMEOUT, loaded.as_ref());
             match connect()?.attach(spec.clone(), expect) {
                 Err(HostError::StateLost(reason)) => match restore {
                     Some(ticket) if Some(ticket.cut()) == expect.final_epoch => {

@@ -67,7 +67,10 @@ impl PyTlsFiles {
     ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
         let kwargs = PyDict::new(py);
         kwargs.set_item("server_name", self.server_name())?;
-        Ok((PyTuple::new(py, [self.ca(), self.cert(), self.key()])?, kwargs))
+        Ok((
+            PyTuple::new(py, [self.ca(), self.cert(), self.key()])?,
+            kwargs,
+        ))
     }
 
     fn __repr__(&self) -> String {

@@ -65,6 +65,10 @@ async fn https_serves_only_clients_that_trust_the_job_certificate() {
         matches!(unauthorized, Err(DriverError::Refused { status: 401, .. })),
         "over TLS, the token is still checked first: {unauthorized:?}"
     );
-    assert_eq!(job.driver.owners().len(), 1, "only the authorized claim is recorded");
+    assert_eq!(
+        job.driver.owners().len(),
+        1,
+        "only the authorized claim is recorded"
+    );
     job.driver.shutdown(false).await.expect("shuts down");
 }
