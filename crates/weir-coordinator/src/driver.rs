@@ -510,6 +510,22 @@ impl CoordinatorDriver {
         Ok(())
     }
 
+    /// Asks for a checkpoint ahead of the interval (see
+    /// [`CheckpointCoordinator::request_checkpoint`]): a bounded job whose
+    /// input ended publishes its last output with it instead of waiting up to
+    /// an interval.
+    pub async fn request_checkpoint(&self) -> Result<()> {
+        self.ensure_open()?;
+        self.shared
+            .run
+            .lock()
+            .await
+            .coordinator
+            .request_checkpoint();
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+
     /// Starts a savepoint beside any checkpoint in flight, into a fresh
     /// directory under `directory` (or the configured savepoint directory).
     /// A savepoint that `stop`s the job ends periodic checkpoints once it

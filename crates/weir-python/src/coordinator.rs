@@ -132,6 +132,13 @@ impl PyCoordinator {
         Ok(done.map_err(PyWeirError::from)?)
     }
 
+    /// Asks for a checkpoint as soon as the minimum pause and the
+    /// concurrency limit allow, ahead of the interval.
+    fn request_checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        let done = py.detach(|| self.runtime.block_on(self.driver.request_checkpoint()));
+        Ok(done.map_err(PyWeirError::from)?)
+    }
+
     /// Triggers a savepoint into a fresh directory under `directory` (or the
     /// savepoint directory); returns its id.
     #[pyo3(signature = (directory = None, *, stop = false))]

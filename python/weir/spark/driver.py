@@ -19,6 +19,8 @@ The rules it implements:
   and, as in Flink, never on an intermediate savepoint (failover restores
   checkpoints, so a savepoint's output would be published twice); a
   stop-with-savepoint publishes, since the job ends there.
+- A bounded job whose input ended asks for the checkpoint that publishes
+  its last output at once, instead of waiting up to an interval.
 - Any failure restores the whole job from the newest checkpoint of the
   lineage this run started on (never from a checkpoint of an abandoned
   timeline), or starts it empty again when none completed, as the restart
@@ -213,6 +215,12 @@ class RecordFinal:
 
 
 @dataclass(frozen=True)
+class RequestCheckpoint:
+    """Ask the coordinator for a checkpoint now, ahead of the interval: the
+    input ended and the last output waits for a checkpoint to be published."""
+
+
+@dataclass(frozen=True)
 class TriggerSavepoint:
     """Ask the coordinator for a savepoint; answer with :class:`SavepointStarted`."""
 
@@ -243,7 +251,9 @@ class Log:
     debug: bool = False
 
 
-Effect: TypeAlias = Publish | RecordFinal | TriggerSavepoint | ResolveSavepoint | CancelUploads | Log
+Effect: TypeAlias = (
+    Publish | RecordFinal | RequestCheckpoint | TriggerSavepoint | ResolveSavepoint | CancelUploads | Log
+)
 
 
 @dataclass(frozen=True)
@@ -472,6 +482,19 @@ class Driver:
         if not self.options.exactly_once:
             effects.append(Publish(epoch))
             self.published_up_to = epoch
+        elif self._last_output_waits(generation, epoch):
+            # Flink waits for the next periodic checkpoint to commit a bounded
+            # job's last output; asking for it now saves up to an interval.
+            effects.append(RequestCheckpoint())
+
+    def _last_output_waits(self, generation: _Generation, epoch: int) -> bool:
+        """``epoch`` ended the input and no triggered checkpoint will take it as its cut."""
+        return (
+            self.options.checkpointing
+            and generation.exhausted
+            and generation.last_data_epoch == epoch
+            and generation.cut_wanted is None
+        )
 
     # -- coordinator events ----------------------------------------------------
 

@@ -201,6 +201,9 @@ class Runner:
                     self.graph.sink.publish_up_to(effect.up_to)
             elif isinstance(effect, d.RecordFinal):
                 self.record_final(effect)
+            elif isinstance(effect, d.RequestCheckpoint):
+                assert self.coordinator is not None
+                self.coordinator.request_checkpoint()
             elif isinstance(effect, d.TriggerSavepoint):
                 started.extend(self.trigger_savepoint(effect.request))
             elif isinstance(effect, d.ResolveSavepoint):

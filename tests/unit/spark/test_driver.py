@@ -32,6 +32,7 @@ from weir.spark.driver import (
     PlanInput,
     Publish,
     RecordFinal,
+    RequestCheckpoint,
     ResolveSavepoint,
     Restore,
     Restored,
@@ -247,8 +248,11 @@ def test_an_operator_new_to_the_restored_state_starts_empty() -> None:
 def test_exhausted_bounded_input_waits_for_the_publishing_checkpoint() -> None:
     shell = Shell()
     shell.start()
+    shell.run_data_epoch(50)
+    assert shell.of(RequestCheckpoint) == [], "input is still coming"
     order = shell.run_data_epoch(100, exhausted=True)
     assert isinstance(shell.last.action, Wait), "the last output is not yet published"
+    assert shell.of(RequestCheckpoint) == [RequestCheckpoint()], "the checkpoint is asked for, not waited for"
     decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"),))
     assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
     cut = decision.action.order.epoch
@@ -258,6 +262,16 @@ def test_exhausted_bounded_input_waits_for_the_publishing_checkpoint() -> None:
     assert Publish(cut) in decision.effects
     assert cut > order.epoch
     assert decision.action == Finish()
+    assert shell.of(RequestCheckpoint) == [RequestCheckpoint()], "asked once"
+
+
+def test_a_checkpoint_already_triggered_takes_the_last_epoch_without_a_request() -> None:
+    shell = Shell()
+    shell.start()
+    shell.run_data_epoch(50)
+    # Triggered while the last epoch runs: it takes that epoch as its cut.
+    shell.run_data_epoch(100, exhausted=True, events=(CheckpointTriggered(1, "checkpoint"),))
+    assert shell.of(RequestCheckpoint) == []
 
 
 def test_without_checkpointing_exactly_once_output_is_published_at_the_end() -> None:

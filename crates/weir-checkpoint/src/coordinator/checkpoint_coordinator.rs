@@ -78,6 +78,8 @@ pub struct CheckpointCoordinator {
     stopping: Option<CheckpointId>,
     /// A savepoint stopped the job: no periodic checkpoint starts any more.
     stopped: bool,
+    /// A checkpoint was asked for ahead of the interval and has not started.
+    requested: bool,
 }
 
 impl CheckpointCoordinator {
@@ -125,6 +127,7 @@ impl CheckpointCoordinator {
             suspended: false,
             stopping: None,
             stopped: false,
+            requested: false,
         })
     }
 
@@ -198,6 +201,7 @@ impl CheckpointCoordinator {
         self.last_final_epoch = None;
         self.job_failed = false;
         self.stopping = None;
+        self.requested = false;
         self.stopped = false;
         self.suspended = false;
     }
@@ -243,6 +247,16 @@ impl CheckpointCoordinator {
             self.trigger(now, CheckpointKind::Checkpoint, &mut effects);
         }
         effects
+    }
+
+    /// Asks for a checkpoint ahead of the interval: it starts as soon as the
+    /// minimum pause and the concurrency limit allow (at the next
+    /// [`on_tick`](Self::on_tick)), e.g. when a bounded job's input ended and
+    /// its last output waits for a checkpoint to be published. The interval
+    /// then counts from it. Nothing starts while periodic checkpoints are
+    /// held back (restarting, stopping, failed).
+    pub fn request_checkpoint(&mut self) {
+        self.requested = true;
     }
 
     /// Starts a savepoint now, beside any checkpoint in flight: no
@@ -449,6 +463,7 @@ impl CheckpointCoordinator {
                 .count(),
             last_trigger: self.last_trigger,
             last_end: self.last_end,
+            requested: self.requested,
         }
     }
 
@@ -474,6 +489,7 @@ impl CheckpointCoordinator {
             .insert(id, PendingCheckpoint::new(id, kind, now, expected));
         if kind == CheckpointKind::Checkpoint {
             self.last_trigger = Some(now);
+            self.requested = false;
         }
         effects.push(CoordinatorEffect::Triggered { id, kind });
         id
@@ -1042,6 +1058,36 @@ mod tests {
         assert_eq!(c.next_wakeup(Timestamp(3_500)), Some(Timestamp(4_300)));
         assert!(c.on_tick(Timestamp(4_299)).is_empty());
         assert_eq!(triggered(&c.on_tick(Timestamp(4_300))), [2]);
+    }
+
+    #[test]
+    fn a_requested_checkpoint_starts_at_once_and_the_interval_counts_from_it() {
+        let mut c = coordinator_with(config());
+        c.request_checkpoint();
+        assert_eq!(c.next_wakeup(Timestamp(300)), Some(Timestamp(300)));
+        assert_eq!(triggered(&c.on_tick(Timestamp(300))), [1]);
+        // One request, one checkpoint: the next is periodic again.
+        complete(&mut c, 1, 1, 400);
+        assert_eq!(c.next_wakeup(Timestamp(400)), Some(Timestamp(1_300)));
+        assert!(c.on_tick(Timestamp(1_299)).is_empty());
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_300))), [2]);
+    }
+
+    #[test]
+    fn a_request_waits_for_the_checkpoint_in_flight_and_for_a_restart() {
+        let mut c = coordinator_with(config());
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        c.request_checkpoint();
+        assert!(c.on_tick(Timestamp(1_100)).is_empty());
+        complete(&mut c, 1, 1, 1_200);
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_200))), [2]);
+
+        c.request_checkpoint();
+        c.suspend(Timestamp(1_300));
+        assert!(c.on_tick(Timestamp(1_400)).is_empty());
+        // A restart forgets the request: the new generation asks again if it must.
+        c.resume(Timestamp(1_500), Retention::new(NonZeroUsize::MIN));
+        assert_eq!(c.next_wakeup(Timestamp(1_500)), Some(Timestamp(2_500)));
     }
 
     #[test]

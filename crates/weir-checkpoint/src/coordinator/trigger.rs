@@ -21,6 +21,9 @@ pub struct TriggerFacts {
     /// A failed checkpoint earns the pause too, so a struggling job is not
     /// hit by retries back to back.
     pub last_end: Option<Timestamp>,
+    /// A checkpoint was asked for ahead of the interval: it is due now, still
+    /// after the minimum pause and within the concurrency limit.
+    pub requested: bool,
 }
 
 /// What to do about the next periodic checkpoint.
@@ -62,10 +65,14 @@ impl TriggerPolicy {
         if facts.in_flight >= self.max_concurrent {
             return TriggerDecision::WaitForInFlight;
         }
-        let due = facts
-            .last_trigger
-            .unwrap_or(self.started_at)
-            .after(self.interval);
+        let due = if facts.requested {
+            now
+        } else {
+            facts
+                .last_trigger
+                .unwrap_or(self.started_at)
+                .after(self.interval)
+        };
         let paused_until = facts.last_end.map(|end| end.after(self.min_pause));
         let earliest = paused_until.map_or(due, |p| p.max(due));
         if now >= earliest {
@@ -92,6 +99,7 @@ mod tests {
             in_flight,
             last_trigger: last_trigger.map(Timestamp),
             last_end: last_end.map(Timestamp),
+            requested: false,
         }
     }
 
@@ -186,6 +194,27 @@ mod tests {
         assert_eq!(
             p.decide(Timestamp(1_700), &f),
             TriggerDecision::WaitUntil(Timestamp(2_200))
+        );
+    }
+
+    #[test]
+    fn a_requested_checkpoint_is_due_at_once_within_the_pause_and_the_limit() {
+        let p = policy(1_000, 40, 1);
+        let requested = |in_flight, last_end| TriggerFacts {
+            requested: true,
+            ..facts(in_flight, Some(1_100), last_end)
+        };
+        assert_eq!(
+            p.decide(Timestamp(1_200), &requested(0, Some(1_150))),
+            TriggerDecision::TriggerNow
+        );
+        assert_eq!(
+            p.decide(Timestamp(1_160), &requested(0, Some(1_150))),
+            TriggerDecision::WaitUntil(Timestamp(1_190))
+        );
+        assert_eq!(
+            p.decide(Timestamp(1_200), &requested(1, None)),
+            TriggerDecision::WaitForInFlight
         );
     }
 }
