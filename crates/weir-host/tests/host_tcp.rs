@@ -4,8 +4,12 @@
 
 mod host_support;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use rustls::ClientConnection;
 
 use host_support::{Host, Raw, TOKEN, count, decoded, eventually, ints, keys, owned_ids, spec};
 use weir_coordinator::{Tls, TlsFiles};
@@ -294,12 +298,17 @@ fn test_certificates() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/tls")
 }
 
-#[test]
-fn a_host_with_tls_serves_tcp_only_to_clients_that_trust_it() {
+/// A host whose TCP port speaks TLS with the test certificates.
+fn tls_host() -> (Host, HostAddress) {
     let dir = test_certificates();
     let file = |name: &str| dir.join(name).display().to_string();
     let (ca, cert, key) = (file("ca.pem"), file("server.pem"), file("server-key.pem"));
-    let (host, address) = tcp_host_with(&["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key]);
+    tcp_host_with(&["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key])
+}
+
+#[test]
+fn a_host_with_tls_serves_tcp_only_to_clients_that_trust_it() {
+    let (host, address) = tls_host();
     let timeout = Duration::from_secs(10);
     let tls = test_tls("ca.pem");
     let ids = owned_ids(0, 1, 500);
@@ -338,4 +347,54 @@ fn a_host_with_tls_serves_tcp_only_to_clients_that_trust_it() {
     // None of that disturbed the host or the state it holds.
     let status = host.connect().status().expect("status");
     assert_eq!(status.subtasks.len(), 1, "{status:?}");
+}
+
+#[test]
+fn a_tls_hello_trickled_byte_by_byte_runs_out_of_time() {
+    let (_host, address) = tls_host();
+    let HostAddress::Tcp(published) = &address else {
+        panic!("a TCP address: {address:?}");
+    };
+    let tls = test_tls("ca.pem");
+    let name = tls.server_name_for(published).expect("a server name");
+    let mut client = ClientConnection::new(tls.client_config(), name).expect("a TLS client");
+    let mut hello = Vec::new();
+    while client.wants_write() {
+        client
+            .write_tls(&mut hello)
+            .expect("encodes the client hello");
+    }
+    // Each byte comes well within any per-read timeout; all of them take
+    // far longer than the handshake may.
+    let pause = Duration::from_millis(700);
+    assert!(pause * u32::try_from(hello.len()).expect("fits") > Duration::from_secs(30));
+    let mut stream = TcpStream::connect(published).expect("connects");
+    let mut sent = 0;
+    for byte in &hello {
+        if stream.write_all(&[*byte]).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(pause);
+        if closed_by_peer(&stream) {
+            break;
+        }
+    }
+    assert!(
+        sent < hello.len(),
+        "the host waited for all {sent} bytes of a trickled TLS hello"
+    );
+}
+
+/// Whether the other end closed `stream` (a read sees EOF or an error at once).
+fn closed_by_peer(mut stream: &TcpStream) -> bool {
+    stream.set_nonblocking(true).expect("sets");
+    let mut byte = [0u8; 1];
+    let closed = match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("the host answered an incomplete TLS hello"),
+        Err(err) => err.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    stream.set_nonblocking(false).expect("sets");
+    closed
 }

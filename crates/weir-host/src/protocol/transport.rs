@@ -155,6 +155,43 @@ impl Transport {
         }
     }
 
+    /// Completes the host's end of a TLS handshake by `deadline`, giving
+    /// each socket read only the time left: rustls' own loop would give every
+    /// read the whole timeout again, so a peer trickling its hello could hold
+    /// the connection for hours. A peer that leaves is seen by the next read.
+    fn finish_tls_handshake(&mut self, deadline: Instant) -> io::Result<()> {
+        let Self::TlsServer(tls) = self else {
+            return Ok(());
+        };
+        let StreamOwned { conn, sock } = tls.as_mut();
+        while conn.is_handshaking() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            sock.set_read_timeout(Some(left))?;
+            sock.set_write_timeout(Some(left))?;
+            while conn.wants_write() {
+                conn.write_tls(sock)?;
+            }
+            if !conn.is_handshaking() {
+                break;
+            }
+            if conn.read_tls(sock)? == 0 {
+                return Ok(());
+            }
+            if let Err(err) = conn.process_new_packets() {
+                // Tell the peer why (an alert) before giving up on it.
+                let _ = conn.write_tls(sock);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, err));
+            }
+        }
+        while conn.wants_write() {
+            conn.write_tls(sock)?;
+        }
+        Ok(())
+    }
+
     fn stream(&mut self) -> &mut dyn ReadWrite {
         match self {
             Self::Unix(s) => s,
@@ -211,6 +248,7 @@ impl Read for DeadlineReader<'_> {
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
+        self.inner.finish_tls_handshake(self.deadline)?;
         self.inner.set_read_timeout(Some(left))?;
         self.inner.read(buf)
     }
