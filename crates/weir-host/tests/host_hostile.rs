@@ -158,38 +158,11 @@ fn the_whole_handshake_has_one_deadline() {
         .to_vec();
     frame.extend_from_slice(&hello);
     frame.extend_from_slice(&0u32.to_le_bytes());
-    let mut raw = Raw::connect(&host.address());
-    // Each byte comes well within any per-read timeout; all of them take
-    // far longer than the handshake may.
-    let pause = Duration::from_millis(700);
-    assert!(pause * u32::try_from(frame.len()).expect("fits") > Duration::from_secs(30));
-    let mut sent = 0;
-    for byte in &frame {
-        if raw.send_bytes(&[*byte]).is_err() {
-            break;
-        }
-        sent += 1;
-        std::thread::sleep(pause);
-        if host_closed(&raw) {
-            break;
-        }
-    }
+    let sent = Raw::connect(&host.address()).trickle(&frame);
     assert!(
         sent < frame.len(),
         "the host waited for all {sent} bytes of a trickled hello"
     );
-}
-
-/// Whether the host closed `raw`'s connection (a read sees EOF at once).
-fn host_closed(raw: &Raw) -> bool {
-    let weir_host::protocol::Transport::Unix(stream) = &raw.stream else {
-        panic!("a Unix connection");
-    };
-    stream.set_nonblocking(true).expect("sets");
-    let mut byte = [0u8; 1];
-    let closed = matches!(std::io::Read::read(&mut &*stream, &mut byte), Ok(0));
-    stream.set_nonblocking(false).expect("sets");
-    closed
 }
 
 // Regression: a frame's buffers were allocated at their declared length

@@ -4,8 +4,6 @@
 
 mod host_support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -364,37 +362,10 @@ fn a_tls_hello_trickled_byte_by_byte_runs_out_of_time() {
             .write_tls(&mut hello)
             .expect("encodes the client hello");
     }
-    // Each byte comes well within any per-read timeout; all of them take
-    // far longer than the handshake may.
-    let pause = Duration::from_millis(700);
-    assert!(pause * u32::try_from(hello.len()).expect("fits") > Duration::from_secs(30));
-    let mut stream = TcpStream::connect(published).expect("connects");
-    let mut sent = 0;
-    for byte in &hello {
-        if stream.write_all(&[*byte]).is_err() {
-            break;
-        }
-        sent += 1;
-        std::thread::sleep(pause);
-        if closed_by_peer(&stream) {
-            break;
-        }
-    }
+    // Raw TLS records over plain TCP, as a peer that trickles them sends them.
+    let sent = Raw::connect(&address).trickle(&hello);
     assert!(
         sent < hello.len(),
         "the host waited for all {sent} bytes of a trickled TLS hello"
     );
-}
-
-/// Whether the other end closed `stream` (a read sees EOF or an error at once).
-fn closed_by_peer(mut stream: &TcpStream) -> bool {
-    stream.set_nonblocking(true).expect("sets");
-    let mut byte = [0u8; 1];
-    let closed = match stream.read(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => panic!("the host answered an incomplete TLS hello"),
-        Err(err) => err.kind() != std::io::ErrorKind::WouldBlock,
-    };
-    stream.set_nonblocking(false).expect("sets");
-    closed
 }

@@ -184,6 +184,9 @@ pub fn wait_gone(pid: u32, limit: Duration) -> bool {
     true
 }
 
+/// How long a [`Raw`] client awaits a reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A client that speaks raw frames, for what a well-behaved client never sends.
 pub struct Raw {
     pub stream: Transport,
@@ -201,7 +204,7 @@ impl Raw {
             }
         };
         let raw = Self { stream };
-        raw.timeout(Duration::from_secs(30));
+        raw.timeout(REPLY_TIMEOUT);
         raw
     }
 
@@ -225,6 +228,43 @@ impl Raw {
 
     pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         std::io::Write::write_all(&mut self.stream, bytes)
+    }
+
+    /// Sends `bytes` one at a time until the host closes the connection;
+    /// returns how many it took. Each byte comes well within any per-read
+    /// timeout; all of them take far longer than a handshake may.
+    pub fn trickle(&mut self, bytes: &[u8]) -> usize {
+        let pause = Duration::from_millis(700);
+        assert!(pause * u32::try_from(bytes.len()).expect("fits") > Duration::from_secs(30));
+        let mut sent = 0;
+        for byte in bytes {
+            if self.send_bytes(&[*byte]).is_err() {
+                break;
+            }
+            sent += 1;
+            std::thread::sleep(pause);
+            if self.closed_by_host() {
+                break;
+            }
+        }
+        sent
+    }
+
+    /// Whether the host closed the connection (a read sees EOF or an error
+    /// at once); the host must not have answered.
+    fn closed_by_host(&mut self) -> bool {
+        self.timeout(Duration::from_millis(1));
+        let mut byte = [0u8; 1];
+        let closed = match std::io::Read::read(&mut self.stream, &mut byte) {
+            Ok(0) => true,
+            Ok(_) => panic!("the host answered an incomplete hello"),
+            Err(err) => !matches!(
+                err.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        };
+        self.timeout(REPLY_TIMEOUT);
+        closed
     }
 
     /// The next reply; `None` once the host closed the connection.
