@@ -238,10 +238,8 @@ impl Host {
         (tally.count() <= MAX_HANDSHAKES).then_some(tally)
     }
 
-    /// Asks the host to exit (the first reason wins); it takes no new
-    /// connection from here on.
+    /// Asks the host to exit (the first reason wins).
     pub(crate) fn request_stop(&self, reason: ExitReason) {
-        self.set_stopping();
         let mut stop = lock(&self.stop);
         if stop.is_none() {
             *stop = Some(reason);
