@@ -167,11 +167,18 @@ class BatchState(ABC):
         """Set the values of ``keys`` (null clears); later rows win."""
 
     @abstractmethod
-    def aggregate(self, keys: Any, inputs: pa.Array, function: str) -> pa.Array:
+    def aggregate(self, keys: Any, inputs: pa.Array, function: str, *, window: int | None = None) -> pa.Array:
         """Fold ``inputs`` into the state with a built-in aggregate run in Rust.
 
         ``function`` is ``"count"``, ``"sum"``, ``"min"``, ``"max"`` or ``"mean"``;
         returns the aggregate after each row.
+
+        With ``window=n`` each key's inputs fall into tumbling count windows of
+        ``n`` rows (Flink's ``countWindow(n)``): a row's result is its window's
+        aggregate if the row fills the window, else null, and a filled window
+        clears the key's state. The state then holds the open window:
+        ``struct<filled: int64, acc: A>``, ``A`` being the accumulator type of
+        ``function`` without a window.
         """
 
     @abstractmethod

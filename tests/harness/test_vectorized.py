@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from weir import BatchContext, RuntimeContext, ValueStateDescriptor, VectorizedKeyedFunction
@@ -138,3 +139,69 @@ def test_vectorized_functions_only_take_value_state() -> None:
         StateError, match="VectorizedKeyedFunction reads and writes whole batches of value state"
     ):
         KeyedOperatorHarness(Lists(), key_selector="user")
+
+
+class CountWindowAverage(VectorizedKeyedFunction):
+    """Flink's CountWindowAverage on whole batches: the native sum in count windows of 2."""
+
+    WINDOW = pa.struct([pa.field("filled", pa.int64(), False), pa.field("acc", pa.int64(), False)])
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.sums = runtime_context.get_state(ValueStateDescriptor("window", self.WINDOW))
+
+    def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> pa.RecordBatch:
+        sums = self.sums.aggregate(ctx.keys, batch.column("value"), "sum", window=2)
+        filled = sums.is_valid()
+        return pa.RecordBatch.from_arrays(
+            [batch.column("key").filter(filled), pc.divide(sums.filter(filled), 2)], names=["key", "avg"]
+        )
+
+
+def key_values(rows: list[tuple[int, int]]) -> pa.RecordBatch:
+    keys, values = zip(*rows, strict=True)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(keys, pa.int64()), pa.array(values, pa.int64())], names=["key", "value"]
+    )
+
+
+def test_native_count_windows_carry_open_windows_through_a_rescaled_savepoint(
+    backend: str, tmp_path: Path
+) -> None:
+    # Flink's example input (1,3),(1,5),(1,7),(1,4),(1,2) gives (1,4),(1,5); key 2 fills one window.
+    first = [(1, 3), (2, 8), (1, 5), (1, 7)]
+    rest = [(1, 4), (2, 1), (1, 2)]
+    with KeyedOperatorHarness(CountWindowAverage(), key_selector="key", parallelism=2, backend=backend) as h:
+        out = pa.Table.from_batches(h.process_batch(key_values(first))).to_pylist()
+        assert out == [{"key": 1, "avg": 4}]
+        assert h.state(1, "window") == {"filled": 1, "acc": 7}
+        savepoint = h.snapshot(tmp_path)
+    other = "rocksdb" if backend == "heap" else "heap"
+    with KeyedOperatorHarness(
+        CountWindowAverage(), key_selector="key", parallelism=3, backend=other, restore_from=savepoint
+    ) as h3:
+        out = pa.Table.from_batches(h3.process_batch(key_values(rest))).to_pylist()
+        assert sorted(out, key=lambda r: r["key"]) == [{"key": 1, "avg": 5}, {"key": 2, "avg": 4}]
+        assert h3.state(1, "window") == {"filled": 1, "acc": 2}
+        assert h3.state(2, "window") is None
+
+
+def test_a_count_window_needs_rows_and_its_own_state_type() -> None:
+    class Running(CountWindowAverage):
+        WINDOW = pa.int64()
+
+    with (
+        KeyedOperatorHarness(Running(), key_selector="key") as h,
+        pytest.raises(InvalidArgumentError, match=r"struct<filled: int64, acc: int64>"),
+    ):
+        h.process_batch(key_values([(1, 3)]))
+
+    class Empty(CountWindowAverage):
+        def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> pa.RecordBatch:
+            self.sums.aggregate(ctx.keys, batch.column("value"), "sum", window=0)
+            return batch
+
+    with (
+        KeyedOperatorHarness(Empty(), key_selector="key") as h,
+        pytest.raises(InvalidArgumentError, match="at least 1 row"),
+    ):
+        h.process_batch(key_values([(1, 3)]))

@@ -26,4 +26,6 @@ pub mod typed;
 pub use batch::KeyBatch;
 pub use error::{HostError, RemoteErrorKind, Result};
 pub use restore_ticket::RestoreTicket;
-pub use session::{BackendSpec, MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec};
+pub use session::{
+    Aggregation, BackendSpec, MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec,
+};

@@ -30,7 +30,7 @@ use crate::batch::KeyBatch;
 use crate::engine::Subtask;
 use crate::engine::workdir::OwnedDir;
 use crate::error::{HostError, Result};
-use crate::session::{BackendSpec, MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec};
+use crate::session::{Aggregation, BackendSpec, MapEntries, SubtaskSession, SubtaskSpec};
 
 /// The parallel subtasks of one operator in this process, plus the runtime
 /// that uploads their snapshots.
@@ -458,9 +458,9 @@ impl SubtaskSession for LocalSession {
         state: StateId,
         keys: &KeyBatch,
         inputs: &ArrayRef,
-        function: NativeAggregate,
+        aggregation: Aggregation,
     ) -> Result<ArrayRef> {
-        self.on(|s| s.aggregate(state, keys, inputs, function))
+        self.on(|s| s.aggregate(state, keys, inputs, aggregation))
     }
 
     fn get_lists(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {

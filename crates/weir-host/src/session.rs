@@ -1,5 +1,7 @@
 //! Batched state access of one operator subtask.
 
+use std::num::NonZeroU32;
+
 use arrow_array::{ArrayRef, BinaryArray};
 use serde::{Deserialize, Serialize};
 use weir_state::{RedistributionMode, StateId};
@@ -84,6 +86,46 @@ pub enum NativeAggregate {
     Mean,
 }
 
+/// A native aggregate as a request names it: the function and, optionally,
+/// the tumbling count window it runs in (Flink's `countWindow(n)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aggregation {
+    /// What is folded.
+    pub function: NativeAggregate,
+    /// Rows per window and key; `None` folds one running aggregate per key.
+    pub count_window: Option<NonZeroU32>,
+}
+
+impl From<NativeAggregate> for Aggregation {
+    fn from(function: NativeAggregate) -> Self {
+        Self {
+            function,
+            count_window: None,
+        }
+    }
+}
+
+impl Aggregation {
+    /// `function` by name (see [`NativeAggregate`]'s `FromStr`), in tumbling
+    /// count windows of `count_window` rows if given.
+    pub fn parse(function: &str, count_window: Option<u32>) -> Result<Self> {
+        let function = function.parse()?;
+        let count_window = count_window
+            .map(|rows| {
+                NonZeroU32::new(rows).ok_or_else(|| {
+                    HostError::InvalidRequest(
+                        "a count window of 0 rows never fills: give it at least 1 row".into(),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(Self {
+            function,
+            count_window,
+        })
+    }
+}
+
 impl std::str::FromStr for NativeAggregate {
     type Err = TypesError;
 
@@ -159,13 +201,14 @@ pub trait SubtaskSession {
     fn put_batch(&mut self, state: StateId, keys: &KeyBatch, values: &ArrayRef) -> Result<()>;
 
     /// Folds `inputs` (one per row) into the state with a built-in aggregate
-    /// and returns the aggregate after each row.
+    /// and returns the aggregate after each row; in a count window, the
+    /// window's aggregate at the row that fills it and null elsewhere.
     fn aggregate(
         &mut self,
         state: StateId,
         keys: &KeyBatch,
         inputs: &ArrayRef,
-        function: NativeAggregate,
+        aggregation: Aggregation,
     ) -> Result<ArrayRef>;
 
     /// List payloads of a list state (null: empty list).

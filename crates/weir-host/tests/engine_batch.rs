@@ -12,7 +12,7 @@ use arrow_array::{
 };
 use arrow_schema::DataType;
 use weir_host::engine::{Subtask, accumulator_type};
-use weir_host::{BackendSpec, KeyBatch, NativeAggregate, SubtaskSession, SubtaskSpec};
+use weir_host::{Aggregation, BackendSpec, KeyBatch, NativeAggregate, SubtaskSession, SubtaskSpec};
 use weir_state::StateId;
 use weir_types::{
     Attempt, Epoch, Field, MaxParallelism, OperatorUid, StateDescriptor, StateKind, SubtaskIndex,
@@ -221,7 +221,7 @@ fn aggregate(
     inputs: ArrayRef,
     function: NativeAggregate,
 ) -> ArrayRef {
-    s.aggregate(state, &keys(names), &inputs, function)
+    s.aggregate(state, &keys(names), &inputs, function.into())
         .expect("aggregates")
 }
 
@@ -349,7 +349,7 @@ fn aggregates_check_accumulator_types_and_inputs() {
             wrong,
             &keys(&["a"]),
             &(Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            NativeAggregate::Sum,
+            NativeAggregate::Sum.into(),
         )
         .expect_err("float64 accumulator for int64 sums");
     let message = err.to_string();
@@ -360,7 +360,7 @@ fn aggregates_check_accumulator_types_and_inputs() {
             wrong,
             &keys(&["a"]),
             &(Arc::new(StringArray::from(vec!["1"])) as ArrayRef),
-            NativeAggregate::Sum,
+            NativeAggregate::Sum.into(),
         )
         .expect_err("string inputs");
     assert!(err.to_string().contains("Int64 or Float64"), "{err}");
@@ -370,7 +370,7 @@ fn aggregates_check_accumulator_types_and_inputs() {
             mean,
             &keys(&["a"]),
             &(Arc::new(Float64Array::from(vec![1.0])) as ArrayRef),
-            NativeAggregate::Mean,
+            NativeAggregate::Mean.into(),
         )
         .expect_err("mean needs a struct");
     assert!(
@@ -384,9 +384,94 @@ fn aggregates_check_accumulator_types_and_inputs() {
             overflow,
             &keys(&["a", "a"]),
             &(Arc::new(Int64Array::from(vec![i64::MAX, 1])) as ArrayRef),
-            NativeAggregate::Sum,
+            NativeAggregate::Sum.into(),
         )
         .expect_err("overflow");
     assert!(err.to_string().contains("overflowed"), "{err}");
     assert!(accumulator_type(NativeAggregate::Sum, &ValueType::Utf8).is_err());
+}
+
+/// The model of a tumbling count window: per key, the sum of each full
+/// window of `size` non-null inputs at the row that fills it.
+fn windowed_sums(names: &[&str], inputs: &[Option<i64>], size: usize) -> Vec<Option<i64>> {
+    let mut open: std::collections::HashMap<&str, Vec<i64>> = Default::default();
+    names
+        .iter()
+        .zip(inputs)
+        .map(|(name, input)| {
+            let window = open.entry(name).or_default();
+            window.push((*input)?);
+            (window.len() == size).then(|| window.drain(..).sum())
+        })
+        .collect()
+}
+
+#[test]
+fn count_windows_emit_at_the_filling_row_and_start_over() {
+    let size = 3;
+    let window = Aggregation::parse("sum", Some(size)).expect("valid");
+    let names = ["a", "b", "a", "a", "b", "a", "a", "a", "b"];
+    let values = [
+        Some(1),
+        Some(10),
+        Some(2),
+        Some(3),
+        None,
+        Some(4),
+        Some(5),
+        Some(6),
+        Some(20),
+    ];
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = open(backend.clone(), dir.path());
+        let ty = accumulator_type(window, &ValueType::Int64).expect("typed");
+        assert_eq!(ty.to_string(), "struct<filled: int64, acc: int64>");
+        let state = register(&mut s, "window", StateKind::Value, ty);
+        let mut got = Vec::new();
+        // Two batches: a window left open by the first one goes on in the next.
+        for range in [0..4, 4..names.len()] {
+            let inputs: ArrayRef = Arc::new(Int64Array::from(values[range.clone()].to_vec()));
+            let out = s
+                .aggregate(state, &keys(&names[range]), &inputs, window)
+                .expect("aggregates");
+            got.extend(out.as_primitive::<Int64Type>().iter());
+        }
+        let expected = windowed_sums(&names, &values, size as usize);
+        assert_eq!(got, expected, "{backend:?}");
+        assert_eq!(
+            expected,
+            [None, None, None, Some(6), None, None, None, Some(15), None]
+        );
+        // a filled two windows and holds nothing; b holds its open window.
+        let open_windows = s.get_batch(state, &keys(&["a", "b"])).expect("reads");
+        let open_windows = open_windows.as_struct();
+        assert!(open_windows.is_null(0), "{backend:?}");
+        let filled = open_windows.column(0).as_primitive::<Int64Type>().value(1);
+        let acc = open_windows.column(1).as_primitive::<Int64Type>().value(1);
+        assert_eq!((filled, acc), (2, 30), "{backend:?}");
+    }
+}
+
+#[test]
+fn count_windows_check_their_size_and_state_type() {
+    let err = Aggregation::parse("sum", Some(0)).expect_err("empty window");
+    assert!(err.to_string().contains("at least 1 row"), "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = open(BackendSpec::Heap, dir.path());
+    let running = register(&mut s, "running", StateKind::Value, ValueType::Int64);
+    let err = s
+        .aggregate(
+            running,
+            &keys(&["a"]),
+            &(Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            Aggregation::parse("sum", Some(2)).expect("valid"),
+        )
+        .expect_err("a window needs the open window's state");
+    let message = err.to_string();
+    assert!(message.contains("in count windows of 2"), "{message}");
+    assert!(
+        message.contains("struct<filled: int64, acc: int64>"),
+        "{message}"
+    );
 }

@@ -14,7 +14,9 @@ use weir_host::protocol::{
     Expectation, Frame, HostAddress, JobToken, PROTOCOL_VERSION, Reply, Request, WireError,
     WireErrorKind, decode_header, encode_header,
 };
-use weir_host::{BackendSpec, HostError, NativeAggregate, RemoteErrorKind, SubtaskSession};
+use weir_host::{
+    Aggregation, BackendSpec, HostError, NativeAggregate, RemoteErrorKind, SubtaskSession,
+};
 use weir_state::{RedistributionMode, list_items, push_list_item};
 use weir_types::{
     Attempt, CheckpointId, Epoch, StateDescriptor, StateKind, Value, ValueType, decode_value,
@@ -177,7 +179,12 @@ fn every_state_kind_round_trips_through_the_host() {
         // Native aggregates, folded in the host.
         let inputs: ArrayRef = Arc::new(Int64Array::from(vec![Some(5), Some(6), None, Some(1)]));
         let sums = s
-            .aggregate(sum, &keys(&[1, 1, 1, 2]), &inputs, NativeAggregate::Sum)
+            .aggregate(
+                sum,
+                &keys(&[1, 1, 1, 2]),
+                &inputs,
+                NativeAggregate::Sum.into(),
+            )
             .expect("aggregates");
         assert_eq!(
             sums.as_primitive::<Int64Type>(),
@@ -199,12 +206,31 @@ fn every_state_kind_round_trips_through_the_host() {
                 mean_state,
                 &keys(&[4, 4]),
                 &inputs.slice(0, 2),
-                NativeAggregate::Mean,
+                NativeAggregate::Mean.into(),
             )
             .expect("aggregates");
         assert_eq!(
             means.as_primitive::<Float64Type>().values().to_vec(),
             [5.0, 5.5]
+        );
+        // ... also in count windows: the request carries the window's size.
+        let pairs = Aggregation::parse("sum", Some(2)).expect("valid");
+        let pair_state = s
+            .register_state(
+                &StateDescriptor::new(
+                    "pairs",
+                    StateKind::Value,
+                    weir_host::engine::accumulator_type(pairs, &ValueType::Int64).expect("valid"),
+                )
+                .expect("valid"),
+            )
+            .expect("registers");
+        let pair_sums = s
+            .aggregate(pair_state, &keys(&[5, 5, 5, 6]), &inputs, pairs)
+            .expect("aggregates");
+        assert_eq!(
+            pair_sums.as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![None, Some(11), None, None])
         );
 
         // Reducing state takes value access.

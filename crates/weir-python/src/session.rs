@@ -14,7 +14,7 @@ use weir_host::client::RemoteSession;
 use weir_host::local::LocalSession;
 use weir_host::protocol::payload;
 use weir_host::typed::{TypedSession, redistribution_mode};
-use weir_host::{KeyBatch, NativeAggregate};
+use weir_host::{Aggregation, KeyBatch};
 use weir_state::StateId;
 use weir_types::{Attempt, Epoch};
 
@@ -337,8 +337,10 @@ impl PySession {
             .put_batch(StateId(state), &keys.batch, &array)?)
     }
 
-    /// Folds inputs (an IPC stream of one column) with a built-in aggregate;
-    /// returns the aggregate after each row as an IPC stream.
+    /// Folds inputs (an IPC stream of one column) with a built-in aggregate,
+    /// in count windows of `window` rows if given; returns each row's result
+    /// as an IPC stream.
+    #[pyo3(signature = (state, keys, inputs, function, window=None))]
     fn aggregate<'py>(
         &self,
         py: Python<'py>,
@@ -346,13 +348,14 @@ impl PySession {
         keys: &PyKeyBatch,
         inputs: &[u8],
         function: &str,
+        window: Option<u32>,
     ) -> Result<Bound<'py, PyBytes>, PyWeirError> {
-        let function: NativeAggregate = function.parse()?;
+        let aggregation = Aggregation::parse(function, window)?;
         let inputs = value_column(inputs)?;
-        let out = self
-            .lock()
-            .typed()
-            .aggregate(StateId(state), &keys.batch, &inputs, function)?;
+        let out =
+            self.lock()
+                .typed()
+                .aggregate(StateId(state), &keys.batch, &inputs, aggregation)?;
         Ok(PyBytes::new(py, &payload::encode_values(out)?))
     }
 

@@ -91,7 +91,7 @@ class VectorizedState(BatchState):
             )
         self._session.put_batch(self._id, key_batch, _ipc_bytes(values, self._field))
 
-    def aggregate(self, keys: Any, inputs: pa.Array, function: str) -> pa.Array:
+    def aggregate(self, keys: Any, inputs: pa.Array, function: str, *, window: int | None = None) -> pa.Array:
         if function not in NATIVE_AGGREGATES:
             raise InvalidArgumentError(
                 f"aggregate function {function!r} is unknown: use one of {', '.join(NATIVE_AGGREGATES)}"
@@ -103,7 +103,7 @@ class VectorizedState(BatchState):
                 "pass one input per key"
             )
         data = _ipc_bytes(inputs, pa.field("value", inputs.type))
-        return _ipc_array(self._session.aggregate(self._id, key_batch, data, function))
+        return _ipc_array(self._session.aggregate(self._id, key_batch, data, function, window))
 
     def clear_batch(self, keys: Any) -> None:
         self._session.clear(self._id, self._keys(keys))

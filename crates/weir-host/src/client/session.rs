@@ -11,7 +11,7 @@ use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
 use crate::protocol::payload::{self, column};
 use crate::protocol::{BarrierReply, BarrierRequest, HostStatus, Reply, Request};
-use crate::session::{MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec};
+use crate::session::{Aggregation, MapEntries, SubtaskSession, SubtaskSpec};
 
 /// One subtask's state in a state host, used through a connection.
 #[derive(Debug)]
@@ -164,11 +164,12 @@ impl SubtaskSession for RemoteSession {
         state: StateId,
         keys: &KeyBatch,
         inputs: &ArrayRef,
-        function: NativeAggregate,
+        aggregation: Aggregation,
     ) -> Result<ArrayRef> {
         let request = Request::Aggregate {
             state: state.0,
-            function,
+            function: aggregation.function,
+            count_window: aggregation.count_window,
         };
         let reply = self.keyed(request, keys, vec![(column::VALUE, Arc::clone(inputs))])?;
         Self::value_of(&reply)

@@ -12,11 +12,17 @@
 //! Null inputs are skipped (the row's result is the aggregate so far, null
 //! if there is none yet). Rows apply in order, so a key repeated in one batch
 //! accumulates.
+//!
+//! In tumbling count windows of `n` rows (Flink's `countWindow(n)`) the state
+//! holds the open window, `struct<filled: int64, acc: A>` with `A` the
+//! accumulator above: a row's result is its window's aggregate if the row
+//! fills the window (which then clears the state, so the key's next row opens
+//! a new window) and null otherwise; null inputs fill nothing.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, ArrayRef};
-use weir_state::StateId;
+use weir_state::{KeyedStateBackend, StateId};
 use weir_types::{Field, Value, ValueType, decode_value, encode_value};
 
 use super::Subtask;
@@ -24,11 +30,28 @@ use super::columns::ColumnBuilder;
 use super::session::check_rows;
 use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
-use crate::session::NativeAggregate;
+use crate::session::{Aggregation, NativeAggregate};
 
-/// The accumulator type `function` needs in its state for inputs of type
-/// `input` (int64 or float64); see the module docs.
-pub fn accumulator_type(function: NativeAggregate, input: &ValueType) -> Result<ValueType> {
+/// The type `aggregation` needs in its state for inputs of type `input`
+/// (int64 or float64); see the module docs.
+pub fn accumulator_type(
+    aggregation: impl Into<Aggregation>,
+    input: &ValueType,
+) -> Result<ValueType> {
+    let aggregation = aggregation.into();
+    let running = running_accumulator_type(aggregation.function, input)?;
+    Ok(match aggregation.count_window {
+        None => running,
+        Some(_) => ValueType::Struct {
+            fields: vec![
+                Field::new("filled", ValueType::Int64, false),
+                Field::new("acc", running, false),
+            ],
+        },
+    })
+}
+
+fn running_accumulator_type(function: NativeAggregate, input: &ValueType) -> Result<ValueType> {
     if !matches!(input, ValueType::Int64 | ValueType::Float64) {
         return Err(HostError::InvalidRequest(format!(
             "native aggregates take int64 or float64 inputs, not {input}"
@@ -164,13 +187,14 @@ fn result(function: NativeAggregate, accumulator: &Value) -> Result<Value> {
     })
 }
 
-/// Folds `inputs` into `state` row by row; returns the aggregate after each row.
+/// Folds `inputs` into `state` row by row; returns the result of each row
+/// (see the module docs).
 pub(super) fn run(
     subtask: &mut Subtask,
     state: StateId,
     keys: &KeyBatch,
     inputs: &ArrayRef,
-    function: NativeAggregate,
+    aggregation: Aggregation,
 ) -> Result<ArrayRef> {
     check_rows(keys, inputs.as_ref(), "inputs")?;
     let (reader, input_type) = if let Some(a) = inputs.as_primitive_opt::<Int64Type>() {
@@ -183,12 +207,16 @@ pub(super) fn run(
             inputs.data_type()
         )));
     };
+    let function = aggregation.function;
     let descriptor = subtask.descriptor_of(state, super::session::VALUE_KINDS, "value")?;
-    let accumulator = accumulator_type(function, &input_type)?;
+    let accumulator = accumulator_type(aggregation, &input_type)?;
     if !same_shape(&accumulator, &descriptor.value_type) {
+        let window = aggregation
+            .count_window
+            .map_or_else(String::new, |n| format!(" in count windows of {n}"));
         return Err(HostError::InvalidRequest(format!(
-            "state {:?} holds {}, but {function:?} over {input_type} keeps a {accumulator} \
-             accumulator; register the state with that type",
+            "state {:?} holds {}, but {function:?}{window} over {input_type} keeps a \
+             {accumulator} accumulator; register the state with that type",
             descriptor.name, descriptor.value_type
         )));
     }
@@ -196,26 +224,65 @@ pub(super) fn run(
     let mut out = ColumnBuilder::new(&name, &result_type(function, &input_type), keys.len())?;
     // Disjoint borrows: the backend and the reused encoding buffer.
     let Subtask { keyed, scratch, .. } = subtask;
-    for i in 0..keys.len() {
-        let key = keys.key(i);
-        let current = keyed
+    let stored = |keyed: &mut dyn KeyedStateBackend, key| -> Result<Option<Value>> {
+        keyed
             .get_value(state, key)?
             .map(|bytes| decode_value(&bytes, &stored_type))
-            .transpose()?;
-        let accumulator = match reader.get(i) {
-            Some(input) => {
-                let updated = step(function, current, input)?;
-                scratch.clear();
-                encode_value(&updated, &stored_type, scratch)?;
-                keyed.put_value(state, key, scratch)?;
-                Some(updated)
+            .transpose()
+            .map_err(HostError::from)
+    };
+    for i in 0..keys.len() {
+        let key = keys.key(i);
+        let input = reader.get(i);
+        let Some(window) = aggregation.count_window else {
+            let current = stored(keyed.as_mut(), key)?;
+            let accumulator = match input {
+                Some(input) => {
+                    let updated = step(function, current, input)?;
+                    scratch.clear();
+                    encode_value(&updated, &stored_type, scratch)?;
+                    keyed.put_value(state, key, scratch)?;
+                    Some(updated)
+                }
+                None => current,
+            };
+            match accumulator {
+                Some(acc) => out.append(&result(function, &acc)?)?,
+                None => out.append_null(),
             }
-            None => current,
+            continue;
         };
-        match accumulator {
-            Some(acc) => out.append(&result(function, &acc)?)?,
-            None => out.append_null(),
+        let Some(input) = input else {
+            out.append_null();
+            continue;
+        };
+        let (filled, acc) = open_window(function, stored(keyed.as_mut(), key)?)?;
+        let acc = step(function, acc, input)?;
+        if filled + 1 == i64::from(window.get()) {
+            keyed.clear(state, key)?;
+            out.append(&result(function, &acc)?)?;
+        } else {
+            let open = Value::Struct(vec![Value::Int64(filled + 1), acc]);
+            scratch.clear();
+            encode_value(&open, &stored_type, scratch)?;
+            keyed.put_value(state, key, scratch)?;
+            out.append_null();
         }
     }
     out.finish()
+}
+
+/// The rows an open window holds and its accumulator (none for a new window).
+fn open_window(function: NativeAggregate, stored: Option<Value>) -> Result<(i64, Option<Value>)> {
+    match stored {
+        None => Ok((0, None)),
+        Some(Value::Struct(mut fields)) if fields.len() == 2 => {
+            let acc = fields.pop();
+            match fields.pop() {
+                Some(Value::Int64(filled)) => Ok((filled, acc)),
+                _ => Err(corrupt(function)),
+            }
+        }
+        Some(_) => Err(corrupt(function)),
+    }
 }

@@ -14,7 +14,7 @@ use super::Subtask;
 use super::columns::{ColumnBuilder, check_array, value_at};
 use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
-use crate::session::{MapEntries, NativeAggregate, SubtaskSession, SubtaskSpec};
+use crate::session::{Aggregation, MapEntries, SubtaskSession, SubtaskSpec};
 
 /// Fails unless `column` has one row per key.
 pub(super) fn check_rows(keys: &KeyBatch, column: &dyn Array, what: &str) -> Result<()> {
@@ -168,9 +168,9 @@ impl SubtaskSession for Subtask {
         state: StateId,
         keys: &KeyBatch,
         inputs: &ArrayRef,
-        function: NativeAggregate,
+        aggregation: Aggregation,
     ) -> Result<ArrayRef> {
-        super::aggregate::run(self, state, keys, inputs, function)
+        super::aggregate::run(self, state, keys, inputs, aggregation)
     }
 
     fn get_lists(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {

@@ -6,6 +6,7 @@
 //! and the driver's control requests (status, abort, generation, shutdown).
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 use weir_checkpoint::{StorageLocation, StorageOptions, SubtaskRestore};
@@ -98,6 +99,9 @@ pub enum Request {
         state: u32,
         /// The built-in aggregate.
         function: NativeAggregate,
+        /// Rows per tumbling count window; absent: a running aggregate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count_window: Option<NonZeroU32>,
     },
     /// Payload: keys. Reply payload: `value` (list payloads).
     GetLists {
@@ -560,6 +564,12 @@ mod tests {
             Request::Aggregate {
                 state: 2,
                 function: NativeAggregate::Mean,
+                count_window: None,
+            },
+            Request::Aggregate {
+                state: 2,
+                function: NativeAggregate::Sum,
+                count_window: NonZeroU32::new(10),
             },
             Request::Barrier(Box::new(BarrierRequest {
                 checkpoint: CheckpointId(3),

@@ -15,7 +15,7 @@ use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
 use crate::protocol::payload::{self, column};
 use crate::protocol::{BarrierRequest, Reply, Request};
-use crate::session::{NativeAggregate, SubtaskSession};
+use crate::session::{Aggregation, SubtaskSession};
 
 /// A reply header and its payloads.
 pub(super) type Answer = (Reply, Vec<Vec<u8>>);
@@ -40,7 +40,7 @@ pub(super) enum SlotOp {
     PutValues(StateId, KeyBatch, BinaryArray),
     GetBatch(StateId, KeyBatch),
     PutBatch(StateId, KeyBatch, ArrayRef),
-    Aggregate(StateId, KeyBatch, ArrayRef, NativeAggregate),
+    Aggregate(StateId, KeyBatch, ArrayRef, Aggregation),
     GetLists(StateId, KeyBatch),
     AppendLists(StateId, KeyBatch, BinaryArray),
     ReplaceLists(StateId, KeyBatch, BinaryArray),
@@ -84,9 +84,19 @@ impl SlotOp {
             Request::PutBatch { state } => {
                 Self::PutBatch(StateId(state), keys()?, any(column::VALUE)?)
             }
-            Request::Aggregate { state, function } => {
-                Self::Aggregate(StateId(state), keys()?, any(column::VALUE)?, function)
-            }
+            Request::Aggregate {
+                state,
+                function,
+                count_window,
+            } => Self::Aggregate(
+                StateId(state),
+                keys()?,
+                any(column::VALUE)?,
+                Aggregation {
+                    function,
+                    count_window,
+                },
+            ),
             Request::GetLists { state } => Self::GetLists(StateId(state), keys()?),
             Request::AppendLists { state } => {
                 Self::AppendLists(StateId(state), keys()?, binary(column::VALUE)?)
@@ -161,8 +171,8 @@ impl SlotOp {
                 subtask.put_batch(state, &keys, &array)?;
                 Ok(done())
             }
-            Self::Aggregate(state, keys, inputs, function) => {
-                values(subtask.aggregate(state, &keys, &inputs, function)?)
+            Self::Aggregate(state, keys, inputs, aggregation) => {
+                values(subtask.aggregate(state, &keys, &inputs, aggregation)?)
             }
             Self::GetLists(state, keys) => values(Arc::new(subtask.get_lists(state, &keys)?)),
             Self::AppendLists(state, keys, lists) => {

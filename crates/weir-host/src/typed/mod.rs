@@ -24,7 +24,7 @@ pub use keys::{KeySource, inferred_key_groups};
 
 use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
-use crate::session::{NativeAggregate, SubtaskSession, SubtaskSpec};
+use crate::session::{Aggregation, SubtaskSession, SubtaskSpec};
 
 /// The `(user key, value)` entries of one key's map state.
 pub type Entries<T> = Vec<(T, T)>;
@@ -315,10 +315,10 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
         state: StateId,
         keys: &KeyBatch,
         inputs: &ArrayRef,
-        function: NativeAggregate,
+        aggregation: Aggregation,
     ) -> Result<ArrayRef> {
         keyed(&self.keyed, state)?;
-        self.session.aggregate(state, keys, inputs, function)
+        self.session.aggregate(state, keys, inputs, aggregation)
     }
 
     /// The items of an operator list state, built with `builder`.
