@@ -10,7 +10,6 @@ VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 SYS_PACKAGES := libclang-dev clang
 EXT_STAMP := $(VENV)/.weir-ext
-BINS_STAMP := $(CARGO_TARGET_DIR)/.weir-bins
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock
 
 .PHONY: help
@@ -37,13 +36,10 @@ $(EXT_STAMP): $(VENV)/.installed $(RUST_SOURCES) pyproject.toml
 	VIRTUAL_ENV=$(VENV) $(VENV)/bin/maturin develop --release --quiet
 	touch $@
 
-# The `weir` CLI and the `weir-host` binary: what the demo and the Python tests run.
-$(BINS_STAMP): $(RUST_SOURCES)
-	cargo build --release --quiet -p weir-cli -p weir-host --bins
-	touch $@
-
+# The extension carries the `weir` and `weir-host` commands too (console
+# scripts in .venv/bin), so the demo and the Python tests build nothing else.
 .PHONY: build
-build: sys-deps venv $(EXT_STAMP) $(BINS_STAMP) ## Install the extension into .venv and build the weir and weir-host binaries
+build: sys-deps venv $(EXT_STAMP) ## Install the extension and the weir and weir-host commands into .venv
 
 .PHONY: test-rust
 test-rust: sys-deps venv ## Rust unit, property and integration tests (S3 tests use moto from .venv)

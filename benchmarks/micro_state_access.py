@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import secrets
 import tempfile
 import time
@@ -122,9 +123,7 @@ def main() -> None:
             session.commit(epoch, 0)
             operator.close()
 
-        host_binary = Path(
-            os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "weir" / "target")
-        ).joinpath("release", "weir-host")
+        host_binary = Path(sys.executable).with_name("weir-host")
         host_dir = tempfile.mkdtemp(prefix="wb-")  # short: Unix socket paths are limited
         token = secrets.token_hex(16)
         host_epoch = 0
@@ -169,7 +168,7 @@ def main() -> None:
         if host_binary.exists():
             variants["host runner"] = host_runner
         else:
-            print(f"(no state host binary at {host_binary}: cargo build --release -p weir-host)")
+            print(f"(no weir-host command at {host_binary}: install the weir package, make build)")
         timings = best_of_interleaved(args.repeats, variants)
 
     print(

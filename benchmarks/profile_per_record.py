@@ -64,7 +64,8 @@ from weir.host import command  # noqa: E402
 from weir.key_groups import key_group_of, key_group_range, subtask_of  # noqa: E402
 from weir.runtime import OperatorRunner  # noqa: E402
 from weir.spark import worker  # noqa: E402
-from weir.spark.plan import KEY_GROUP, MARKER, ROUTE, HostAddress, OperatorSpec  # noqa: E402
+from weir.spark.tasks import KEY_GROUP, MARKER, ROUTE, OperatorSpec  # noqa: E402
+from weir.spark.waterfall import TaskClock  # noqa: E402
 from weir.types import value_type  # noqa: E402
 
 OUTPUT_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("avg", pa.int64())])
@@ -246,7 +247,6 @@ def main() -> None:
             "parallelism": p,
             "max_parallelism": max_p,
             "backend": args.backend,
-            "host": HostAddress(host_dir, token, 60.0),
         }
         # Every other field says where restored state comes from: nowhere.
         for field in dataclasses.fields(OperatorSpec):
@@ -281,7 +281,9 @@ def main() -> None:
         session.begin(epoch, 0, None)
         runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
         runner.open()
-        result = checksum(worker.process_batches(runner, op, epoch_batches, key_range, 0, lambda n: None))
+        result = checksum(
+            worker.process_batches(runner, op, epoch_batches, key_range, 0, lambda n: None, TaskClock())
+        )
         runner.snapshot_state(0)
         runner.close()
         session.commit(epoch, 0)

@@ -82,13 +82,8 @@ def build(
 
 
 def weir_cli() -> list[str]:
-    """The ``weir`` command: the built binary, else ``cargo run``."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/weir/target"))
-    for profile in ("release", "debug"):
-        binary = target / profile / "weir"
-        if binary.exists():
-            return [str(binary)]
-    return ["cargo", "run", "--release", "--quiet", "-p", "weir-cli", "--"]
+    """The ``weir`` command the package installed next to this interpreter."""
+    return [str(Path(sys.executable).with_name("weir"))]
 
 
 @contextmanager

@@ -10,7 +10,6 @@ local-mode tests (``make test-cluster`` runs only these).
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -56,12 +55,8 @@ class Moto:
 
 
 def weir_cli() -> Path:
-    """The ``weir`` binary ``make build`` leaves in the shared cargo target directory."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "weir" / "target"))
-    binary = target / "release" / "weir"
-    if not binary.exists():
-        pytest.fail(f"{binary} is missing: `make build` builds it")
-    return binary
+    """The ``weir`` command the package installed next to this interpreter."""
+    return Path(sys.executable).with_name("weir")
 
 
 @pytest.fixture(name="moto")

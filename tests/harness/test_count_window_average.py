@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,35 +76,21 @@ def test_example_input_across_a_rescale(backend: str, tmp_path: Path) -> None:
         assert outputs + h3.outputs() == [(1, 4), (1, 5)]
 
 
-def weir_cli() -> list[str] | None:
-    """The weir binary: built, or cargo to build and run it; None if neither exists."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "weir" / "target"))
-    binary = target / "release" / "weir"
-    if binary.exists():
-        return [str(binary)]
-    cargo = shutil.which("cargo")
-    if cargo is not None:
-        return [cargo, "run", "--quiet", "--release", "-p", "weir-cli", "--"]
-    return None
+def weir_cli() -> list[str]:
+    """The ``weir`` command the package installed next to this interpreter."""
+    return [str(Path(sys.executable).with_name("weir"))]
 
 
 def test_the_snapshot_is_a_savepoint_the_cli_reads(backend: str, tmp_path: Path) -> None:
     command = weir_cli()
-    if command is None:
-        pytest.skip("neither the weir binary (cargo build --release -p weir-cli) nor cargo is available")
     with harness(2, backend) as h:
         h.process_elements(INPUT)
         savepoint = h.snapshot(tmp_path / "savepoints")
-    env = {
-        **os.environ,
-        "CARGO_TARGET_DIR": os.environ.get("CARGO_TARGET_DIR", str(Path.home() / ".cache/weir/target")),
-    }
     info = subprocess.run(
         [*command, "savepoint", "info", savepoint],
         capture_output=True,
         text=True,
         cwd=REPO,
-        env=env,
         timeout=600,
     )
     assert info.returncode == 0, info.stderr
@@ -115,7 +100,6 @@ def test_the_snapshot_is_a_savepoint_the_cli_reads(backend: str, tmp_path: Path)
         capture_output=True,
         text=True,
         cwd=REPO,
-        env=env,
         timeout=600,
     )
     assert verify.returncode == 0, verify.stderr + verify.stdout

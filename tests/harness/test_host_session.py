@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -29,10 +30,9 @@ from weir.runtime import OperatorRunner
 from weir.types import ValueType, value_type
 
 
-def host_binary() -> Path | None:
-    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "weir" / "target"))
-    binary = target / "release" / "weir-host"
-    return binary if binary.exists() else None
+def host_binary() -> Path:
+    """The ``weir-host`` command the package installed next to this interpreter."""
+    return Path(sys.executable).with_name("weir-host")
 
 
 @pytest.fixture
@@ -62,10 +62,7 @@ class Host:
         listen: str | None = None,
         tls: TlsFiles | None = None,
     ) -> None:
-        binary = host_binary()
-        if binary is None:
-            pytest.skip("the weir-host binary is not built: cargo build --release -p weir-host")
-        self.binary = binary
+        self.binary = host_binary()
         self.directory = directory
         self.backend = backend
         self.key_types: list[ValueType] = [value_type(key_type)]

@@ -230,3 +230,10 @@ pub(crate) fn restore_tickets(
             .collect()
     }))
 }
+
+/// Runs the `weir` command line `argv` (program name first): the `weir`
+/// console script. Returns the exit status.
+#[pyfunction]
+pub(crate) fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| weir_cli::run(argv))
+}

@@ -49,6 +49,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::restore_tickets, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoints::run_cli, m)?)?;
     m.add_class::<checkpoints::PyCheckpoint>()?;
     m.add_class::<checkpoints::PyRestoreTicket>()?;
     m.add_function(wrap_pyfunction!(host::run_host, m)?)?;

@@ -6,17 +6,16 @@
 //! disposed by mistake.
 
 use std::fmt::Write as _;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use weir_checkpoint::{CheckpointKind, ResolvedSnapshot, dispose_savepoint, layout};
 
-use super::print;
+use super::{SUCCESS, print};
 use crate::location::locate;
 use crate::render;
 
 /// `weir savepoint dispose PATH`.
-pub async fn run(path: &str) -> Result<ExitCode> {
+pub async fn run(path: &str) -> Result<u8> {
     let located = locate(path)?;
     let snapshot = ResolvedSnapshot::open(&located.dir)
         .await
@@ -52,5 +51,5 @@ pub async fn run(path: &str) -> Result<ExitCode> {
         render::bytes(bytes)
     );
     print(&out)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(SUCCESS)
 }

@@ -6,8 +6,6 @@
 //! stops early without reading the rest. Incremental (RocksDB) handles hold
 //! native database files, not entries; they are reported and skipped.
 
-use std::process::ExitCode;
-
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use weir_checkpoint::{OperatorStateMeta, ResolvedSnapshot};
@@ -15,12 +13,12 @@ use weir_snapshot::{KeyedStateHandle, SnapshotFile, SnapshotStorage};
 use weir_state::{EntryPayload, StateEntry, list_items};
 use weir_types::{KeyGroupRange, StateDescriptor, Value, ValueType, decode_key, decode_value};
 
-use super::{open, print};
+use super::{SUCCESS, open, print};
 use crate::cli::DumpArgs;
 use crate::render;
 
 /// `weir savepoint dump PATH [--uid U] [--state S] [--key K] [--limit N] [--json]`.
-pub async fn run(args: &DumpArgs) -> Result<ExitCode> {
+pub async fn run(args: &DumpArgs) -> Result<u8> {
     let snapshot = open(&args.path).await?;
     let operators = select_operators(&snapshot, args)?;
     let storage = snapshot
@@ -74,7 +72,7 @@ pub async fn run(args: &DumpArgs) -> Result<ExitCode> {
         dump.to_text()
     };
     print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(SUCCESS)
 }
 
 /// The operators `--uid` and `--state` select; naming one that does not

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -15,20 +14,20 @@ use weir_checkpoint::{
 use weir_snapshot::{KeyedStateHandle, StateFile};
 use weir_types::{JobId, StateDescriptor};
 
-use super::{open, print};
+use super::{SUCCESS, open, print};
 use crate::cli::InfoArgs;
 use crate::location::locate;
 use crate::render;
 
 /// `weir savepoint info PATH`.
-pub async fn savepoint(args: &InfoArgs) -> Result<ExitCode> {
+pub async fn savepoint(args: &InfoArgs) -> Result<u8> {
     let snapshot = open(&args.path).await?;
     show(&snapshot, args.json)
 }
 
 /// `weir checkpoint info DIR`: a checkpoint directory, or a job directory
 /// for its latest completed checkpoint (what a restore from "latest" picks).
-pub async fn checkpoint(args: &InfoArgs) -> Result<ExitCode> {
+pub async fn checkpoint(args: &InfoArgs) -> Result<u8> {
     let located = locate(&args.path)?;
     let snapshot = match ResolvedSnapshot::open(&located.dir).await {
         Ok(snapshot) => snapshot,
@@ -72,7 +71,7 @@ async fn latest_of_job(
         .with_context(|| format!("cannot open checkpoint {} of {path}", latest.checkpoint_id))
 }
 
-fn show(snapshot: &ResolvedSnapshot, json: bool) -> Result<ExitCode> {
+fn show(snapshot: &ResolvedSnapshot, json: bool) -> Result<u8> {
     let view = SnapshotView::new(snapshot);
     let text = if json {
         let mut text = serde_json::to_string_pretty(&view).context("cannot encode JSON")?;
@@ -82,7 +81,7 @@ fn show(snapshot: &ResolvedSnapshot, json: bool) -> Result<ExitCode> {
         view.to_text()
     };
     print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(SUCCESS)
 }
 
 /// What `info --json` prints: one checkpoint or savepoint.

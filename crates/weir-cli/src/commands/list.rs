@@ -4,14 +4,13 @@
 //! listed as incomplete with the reason.
 
 use std::fmt::Write as _;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use weir_checkpoint::{CheckpointMetadata, CheckpointStorage, StorageLocation, layout};
 use weir_types::JobId;
 
-use super::print;
+use super::{SUCCESS, print};
 use crate::cli::ListArgs;
 use crate::location::locate;
 use crate::render;
@@ -50,7 +49,7 @@ struct CheckpointView {
 }
 
 /// `weir checkpoint list DIR [--json]`.
-pub async fn run(args: &ListArgs) -> Result<ExitCode> {
+pub async fn run(args: &ListArgs) -> Result<u8> {
     let located = locate(&args.dir)?;
     let mut jobs = Vec::new();
     if has_checkpoints(&located.dir).await? {
@@ -84,7 +83,7 @@ pub async fn run(args: &ListArgs) -> Result<ExitCode> {
         to_text(&jobs)
     };
     print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(SUCCESS)
 }
 
 /// The names of the directories directly under `dir`, sorted.

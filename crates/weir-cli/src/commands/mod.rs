@@ -6,17 +6,21 @@ mod info;
 mod list;
 mod verify;
 
-use std::process::ExitCode;
-
 use anyhow::{Context, Result};
 use weir_checkpoint::ResolvedSnapshot;
 
 use crate::cli::{CheckpointCommand, Cli, Command, SavepointCommand};
 use crate::location::locate;
 
-/// Runs the command; `Ok` carries the exit code of a command that ran to
+/// The exit status of a command that did all it was asked.
+pub const SUCCESS: u8 = 0;
+/// The exit status of a command that failed, or that ran to its end but
+/// found problems (verify).
+pub const FAILURE: u8 = 1;
+
+/// Runs the command; `Ok` carries the exit status of a command that ran to
 /// its end (verify exits non-zero when it found problems).
-pub async fn run(cli: Cli) -> Result<ExitCode> {
+pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Savepoint(SavepointCommand::Info(args)) => info::savepoint(&args).await,
         Command::Savepoint(SavepointCommand::Dump(args)) => dump::run(&args).await,

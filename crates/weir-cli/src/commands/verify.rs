@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::process::ExitCode;
 
 use anyhow::Result;
 use bytes::Bytes;
@@ -16,7 +15,7 @@ use weir_snapshot::format::SnapshotLayout;
 use weir_snapshot::{FormatError, FullSnapshotHandle, KeyedStateHandle, StateFile};
 use weir_state::OperatorStateSnapshot;
 
-use super::{open, print};
+use super::{FAILURE, SUCCESS, open, print};
 use crate::render;
 
 /// What a file is expected to hold.
@@ -39,7 +38,7 @@ struct Target<'a> {
 }
 
 /// `weir savepoint verify PATH`.
-pub async fn run(path: &str) -> Result<ExitCode> {
+pub async fn run(path: &str) -> Result<u8> {
     let snapshot = open(path).await?;
     let targets = targets(&snapshot);
     let mut out = String::new();
@@ -77,7 +76,7 @@ pub async fn run(path: &str) -> Result<ExitCode> {
             render::bytes(bytes)
         );
         print(&out)?;
-        Ok(ExitCode::SUCCESS)
+        Ok(SUCCESS)
     } else {
         let _ = writeln!(
             out,
@@ -86,7 +85,7 @@ pub async fn run(path: &str) -> Result<ExitCode> {
             render::count(targets.len() as u64, "file")
         );
         print(&out)?;
-        Ok(ExitCode::FAILURE)
+        Ok(FAILURE)
     }
 }
 
