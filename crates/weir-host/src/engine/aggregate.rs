@@ -22,10 +22,11 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, ArrayRef};
-use weir_state::{KeyedStateBackend, StateId};
-use weir_types::{Field, Value, ValueType, decode_value, encode_value};
+use weir_state::StateId;
+use weir_types::{Field, Value, ValueType};
 
 use super::Subtask;
+use super::accumulator::{Layout, MAX_NUMBERS, Num, corrupt};
 use super::columns::ColumnBuilder;
 use super::session::check_rows;
 use crate::batch::KeyBatch;
@@ -108,10 +109,10 @@ impl Input {
         }
     }
 
-    fn value(self) -> Value {
+    fn num(self) -> Num {
         match self {
-            Input::Int(v) => Value::Int64(v),
-            Input::Float(v) => Value::Float64(v),
+            Input::Int(v) => Num::Int(v),
+            Input::Float(v) => Num::Float(v),
         }
     }
 }
@@ -131,60 +132,136 @@ impl Inputs<'_> {
     }
 }
 
+/// A running accumulator: one number, or a mean's sum and count.
+#[derive(Clone, Copy)]
+enum Acc {
+    One(Num),
+    Mean { sum: f64, count: i64 },
+}
+
+impl Acc {
+    /// The accumulator held in `numbers` (the layout's, in order).
+    fn read(function: NativeAggregate, numbers: &[Num]) -> Result<Self> {
+        match (function, numbers) {
+            (NativeAggregate::Mean, [Num::Float(sum), Num::Int(count)]) => Ok(Acc::Mean {
+                sum: *sum,
+                count: *count,
+            }),
+            (NativeAggregate::Mean, _) => Err(corrupt(function)),
+            (_, [one]) => Ok(Acc::One(*one)),
+            _ => Err(corrupt(function)),
+        }
+    }
+
+    /// Appends its numbers to `out` and returns how many.
+    fn write(self, out: &mut [Num]) -> usize {
+        match self {
+            Acc::One(n) => {
+                out[0] = n;
+                1
+            }
+            Acc::Mean { sum, count } => {
+                out[0] = Num::Float(sum);
+                out[1] = Num::Int(count);
+                2
+            }
+        }
+    }
+
+    /// The aggregate it stands for.
+    fn result(self, function: NativeAggregate) -> Result<Value> {
+        Ok(match self {
+            Acc::One(Num::Int(v)) => Value::Int64(v),
+            Acc::One(Num::Float(v)) => Value::Float64(v),
+            Acc::Mean { sum, count } if count > 0 => Value::Float64(sum / count as f64),
+            Acc::Mean { .. } => return Err(corrupt(function)),
+        })
+    }
+}
+
 /// The accumulator after folding `input` into `current`.
-fn step(function: NativeAggregate, current: Option<Value>, input: Input) -> Result<Value> {
+fn step(function: NativeAggregate, current: Option<Acc>, input: Input) -> Result<Acc> {
     let overflow = || {
         HostError::InvalidRequest(
             "the int64 sum overflowed; aggregate float64 inputs for sums this large".into(),
         )
     };
     Ok(match (function, current, input) {
-        (NativeAggregate::Count, None, _) => Value::Int64(1),
-        (NativeAggregate::Count, Some(Value::Int64(c)), _) => Value::Int64(c + 1),
-        (NativeAggregate::Sum | NativeAggregate::Min | NativeAggregate::Max, None, x) => x.value(),
-        (NativeAggregate::Sum, Some(Value::Int64(a)), Input::Int(x)) => {
-            Value::Int64(a.checked_add(x).ok_or_else(overflow)?)
+        (NativeAggregate::Count, None, _) => Acc::One(Num::Int(1)),
+        (NativeAggregate::Count, Some(Acc::One(Num::Int(c))), _) => Acc::One(Num::Int(c + 1)),
+        (NativeAggregate::Sum | NativeAggregate::Min | NativeAggregate::Max, None, x) => {
+            Acc::One(x.num())
         }
-        (NativeAggregate::Sum, Some(Value::Float64(a)), Input::Float(x)) => Value::Float64(a + x),
-        (NativeAggregate::Min, Some(Value::Int64(a)), Input::Int(x)) => Value::Int64(a.min(x)),
-        (NativeAggregate::Min, Some(Value::Float64(a)), Input::Float(x)) => {
-            Value::Float64(a.min(x))
+        (NativeAggregate::Sum, Some(Acc::One(Num::Int(a))), Input::Int(x)) => {
+            Acc::One(Num::Int(a.checked_add(x).ok_or_else(overflow)?))
         }
-        (NativeAggregate::Max, Some(Value::Int64(a)), Input::Int(x)) => Value::Int64(a.max(x)),
-        (NativeAggregate::Max, Some(Value::Float64(a)), Input::Float(x)) => {
-            Value::Float64(a.max(x))
+        (NativeAggregate::Sum, Some(Acc::One(Num::Float(a))), Input::Float(x)) => {
+            Acc::One(Num::Float(a + x))
         }
-        (NativeAggregate::Mean, None, x) => {
-            Value::Struct(vec![Value::Float64(x.as_f64()), Value::Int64(1)])
+        (NativeAggregate::Min, Some(Acc::One(Num::Int(a))), Input::Int(x)) => {
+            Acc::One(Num::Int(a.min(x)))
         }
-        (NativeAggregate::Mean, Some(Value::Struct(fields)), x) => match fields.as_slice() {
-            [Value::Float64(sum), Value::Int64(count)] => Value::Struct(vec![
-                Value::Float64(sum + x.as_f64()),
-                Value::Int64(count + 1),
-            ]),
-            _ => return Err(corrupt(function)),
+        (NativeAggregate::Min, Some(Acc::One(Num::Float(a))), Input::Float(x)) => {
+            Acc::One(Num::Float(a.min(x)))
+        }
+        (NativeAggregate::Max, Some(Acc::One(Num::Int(a))), Input::Int(x)) => {
+            Acc::One(Num::Int(a.max(x)))
+        }
+        (NativeAggregate::Max, Some(Acc::One(Num::Float(a))), Input::Float(x)) => {
+            Acc::One(Num::Float(a.max(x)))
+        }
+        (NativeAggregate::Mean, None, x) => Acc::Mean {
+            sum: x.as_f64(),
+            count: 1,
+        },
+        (NativeAggregate::Mean, Some(Acc::Mean { sum, count }), x) => Acc::Mean {
+            sum: sum + x.as_f64(),
+            count: count + 1,
         },
         _ => return Err(corrupt(function)),
     })
 }
 
-fn corrupt(function: NativeAggregate) -> HostError {
-    HostError::InvalidRequest(format!(
-        "a stored accumulator does not fit the {function:?} aggregate"
-    ))
+/// What a state holds for an aggregation, as numbers: the open window's
+/// rows (0 in a running aggregate) and the accumulator, if any.
+fn read_state(
+    layout: &Layout,
+    aggregation: Aggregation,
+    bytes: Option<&[u8]>,
+) -> Result<(i64, Option<Acc>)> {
+    let function = aggregation.function;
+    let Some(bytes) = bytes else {
+        return Ok((0, None));
+    };
+    let numbers = layout.decode(bytes, function)?;
+    let count = layout.numbers();
+    match aggregation.count_window {
+        None => Ok((0, Some(Acc::read(function, &numbers[..count])?))),
+        Some(_) => match numbers[0] {
+            Num::Int(filled) => Ok((filled, Some(Acc::read(function, &numbers[1..count])?))),
+            Num::Float(_) => Err(corrupt(function)),
+        },
+    }
 }
 
-/// The aggregate an accumulator stands for.
-fn result(function: NativeAggregate, accumulator: &Value) -> Result<Value> {
-    Ok(match (function, accumulator) {
-        (NativeAggregate::Mean, Value::Struct(fields)) => match fields.as_slice() {
-            [Value::Float64(sum), Value::Int64(count)] if *count > 0 => {
-                Value::Float64(sum / *count as f64)
-            }
-            _ => return Err(corrupt(function)),
-        },
-        (_, v) => v.clone(),
-    })
+/// Encodes the state for `acc` (after `filled` rows of an open window, if
+/// the aggregation has windows) into `out`.
+fn write_state(
+    layout: &Layout,
+    aggregation: Aggregation,
+    filled: i64,
+    acc: Acc,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut numbers = [Num::Int(0); MAX_NUMBERS];
+    let used = match aggregation.count_window {
+        None => acc.write(&mut numbers),
+        Some(_) => {
+            numbers[0] = Num::Int(filled);
+            1 + acc.write(&mut numbers[1..])
+        }
+    };
+    layout.encode(&numbers[..used], out, aggregation.function)
 }
 
 /// Folds `inputs` into `state` row by row; returns the result of each row
@@ -220,69 +297,47 @@ pub(super) fn run(
             descriptor.name, descriptor.value_type
         )));
     }
-    let (name, stored_type) = (descriptor.name.clone(), descriptor.value_type.clone());
+    let layout = Layout::of(&descriptor.value_type)?;
+    let name = descriptor.name.clone();
     let mut out = ColumnBuilder::new(&name, &result_type(function, &input_type), keys.len())?;
     // Disjoint borrows: the backend and the reused encoding buffer.
     let Subtask { keyed, scratch, .. } = subtask;
-    let stored = |keyed: &mut dyn KeyedStateBackend, key| -> Result<Option<Value>> {
-        keyed
-            .get_value(state, key)?
-            .map(|bytes| decode_value(&bytes, &stored_type))
-            .transpose()
-            .map_err(HostError::from)
-    };
     for i in 0..keys.len() {
         let key = keys.key(i);
         let input = reader.get(i);
-        let Some(window) = aggregation.count_window else {
-            let current = stored(keyed.as_mut(), key)?;
-            let accumulator = match input {
-                Some(input) => {
-                    let updated = step(function, current, input)?;
-                    scratch.clear();
-                    encode_value(&updated, &stored_type, scratch)?;
-                    keyed.put_value(state, key, scratch)?;
-                    Some(updated)
-                }
-                None => current,
-            };
-            match accumulator {
-                Some(acc) => out.append(&result(function, &acc)?)?,
+        if input.is_none() && aggregation.count_window.is_some() {
+            // A null input fills no window.
+            out.append_null();
+            continue;
+        }
+        let (filled, current) = read_state(
+            &layout,
+            aggregation,
+            keyed.get_value(state, key)?.as_deref(),
+        )?;
+        let Some(input) = input else {
+            // A running aggregate answers a null input with the aggregate so far.
+            match current {
+                Some(acc) => out.append(&acc.result(function)?)?,
                 None => out.append_null(),
             }
             continue;
         };
-        let Some(input) = input else {
-            out.append_null();
-            continue;
-        };
-        let (filled, acc) = open_window(function, stored(keyed.as_mut(), key)?)?;
-        let acc = step(function, acc, input)?;
-        if filled + 1 == i64::from(window.get()) {
-            keyed.clear(state, key)?;
-            out.append(&result(function, &acc)?)?;
-        } else {
-            let open = Value::Struct(vec![Value::Int64(filled + 1), acc]);
-            scratch.clear();
-            encode_value(&open, &stored_type, scratch)?;
-            keyed.put_value(state, key, scratch)?;
-            out.append_null();
+        let acc = step(function, current, input)?;
+        match aggregation.count_window {
+            Some(window) if filled + 1 >= i64::from(window.get()) => {
+                keyed.clear(state, key)?;
+                out.append(&acc.result(function)?)?;
+            }
+            window => {
+                write_state(&layout, aggregation, filled + 1, acc, scratch)?;
+                keyed.put_value(state, key, scratch)?;
+                match window {
+                    Some(_) => out.append_null(),
+                    None => out.append(&acc.result(function)?)?,
+                }
+            }
         }
     }
     out.finish()
-}
-
-/// The rows an open window holds and its accumulator (none for a new window).
-fn open_window(function: NativeAggregate, stored: Option<Value>) -> Result<(i64, Option<Value>)> {
-    match stored {
-        None => Ok((0, None)),
-        Some(Value::Struct(mut fields)) if fields.len() == 2 => {
-            let acc = fields.pop();
-            match fields.pop() {
-                Some(Value::Int64(filled)) => Ok((filled, acc)),
-                _ => Err(corrupt(function)),
-            }
-        }
-        Some(_) => Err(corrupt(function)),
-    }
 }

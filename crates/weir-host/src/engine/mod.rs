@@ -11,6 +11,7 @@
 //!
 //! [`SubtaskSession`]: crate::SubtaskSession
 
+mod accumulator;
 mod aggregate;
 mod columns;
 mod restore;
