@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -205,3 +208,85 @@ def test_a_count_window_needs_rows_and_its_own_state_type() -> None:
         pytest.raises(InvalidArgumentError, match="at least 1 row"),
     ):
         h.process_batch(key_values([(1, 3)]))
+
+
+class Totals(VectorizedKeyedFunction):
+    """A running sum per key, and each row's key as the function sees it."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.total = runtime_context.get_state(ValueStateDescriptor("total", pa.int64()))
+
+    def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> pa.RecordBatch:
+        sums = self.total.aggregate(ctx.keys, batch.column("value"), "sum")
+        return pa.RecordBatch.from_arrays(
+            [pa.array([repr(k) for k in ctx.key_values()]), sums], names=["key", "sum"]
+        )
+
+
+KeysOf = Callable[[pa.RecordBatch], Any]
+
+
+def tuples(data: pa.RecordBatch) -> list[tuple[str, int]]:
+    return list(zip(data.column("region").to_pylist(), data.column("user").to_pylist(), strict=True))
+
+
+def arrow_columns(data: pa.RecordBatch) -> pa.RecordBatch:
+    return data.select(["region", "user"])
+
+
+def arrow_groups(data: pa.RecordBatch) -> pa.Array:
+    from weir import _internal
+
+    return pa.array(_internal.key_groups_of(tuples(data), 128), pa.int32())
+
+
+def run_batches(keys_of: list[tuple[KeysOf, KeysOf | None]]) -> tuple[list[dict[str, Any]], Any]:
+    """Two batches of (region, user: int32, value) through ``Totals`` on one in-process
+    subtask, batch ``i`` keyed by ``keys_of[i]`` (keys, key groups or None); returns the
+    outputs and the state of key ("eu", 1) read back with a Python key."""
+    from weir import _internal
+    from weir.runtime import OperatorRunner
+
+    operator = _internal.LocalOperator("totals", 1, 128, "heap", tempfile.mkdtemp(prefix="weir-keys-"))
+    session = operator.session(0)
+    session.begin(1, 0, None)
+    runner = OperatorRunner(Totals(), session)
+    runner.open()
+    rows = []
+    parts = [[("eu", 1, 5), ("us", 1, 7), ("eu", 2, 1)], [("eu", 1, 2), ("us", 2, 3)]]
+    for part, (keys, groups) in zip(parts, keys_of, strict=True):
+        region, user, value = zip(*part, strict=True)
+        data = pa.RecordBatch.from_arrays(
+            [pa.array(region), pa.array(user, pa.int32()), pa.array(value, pa.int64())],
+            names=["region", "user", "value"],
+        )
+        out = runner.process_arrow(data, keys(data), None if groups is None else groups(data))
+        rows += pa.Table.from_batches([out]).to_pylist()
+    state = runner.read_keyed_state("total", ("eu", 1))
+    runner.close()
+    session.commit(1, 0)
+    operator.close()
+    return rows, state
+
+
+def test_arrow_keys_encode_as_the_same_python_keys_do() -> None:
+    python_rows, python_state = run_batches([(tuples, None), (tuples, None)])
+    assert [r["sum"] for r in python_rows] == [5, 7, 1, 7, 3]
+    assert python_rows[0]["key"] == "('eu', 1)"
+    assert python_state == 7
+    # The Python keys declare (utf8, int64); the Arrow batch of key columns that follows is
+    # the same composite keys (its int32 column widens), with key groups as an Arrow column.
+    mixed = run_batches([(tuples, None), (arrow_columns, arrow_groups)])
+    assert mixed == (python_rows, python_state)
+    # Key types learned from Arrow columns: (utf8, int32); the Python key reads them back.
+    arrow_rows, arrow_state = run_batches([(arrow_columns, None), (arrow_columns, None)])
+    assert [r["sum"] for r in arrow_rows] == [5, 7, 1, 7, 3]
+    assert arrow_state == 7
+
+
+def test_a_null_arrow_key_is_refused() -> None:
+    def nulls(data: pa.RecordBatch) -> pa.Array:
+        return pa.array([None] * data.num_rows, pa.string())
+
+    with pytest.raises(InvalidArgumentError, match="may not be None"):
+        run_batches([(nulls, None), (nulls, None)])

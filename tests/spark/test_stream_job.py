@@ -287,6 +287,23 @@ def test_file_source_with_a_transform_at_least_once(spark: SparkSession, tmp_pat
     assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
 
 
+def test_a_file_source_keeps_the_schema_of_its_first_files(spark: SparkSession, tmp_path: Path) -> None:
+    files = tmp_path / "files"
+    for name, columns in [("000", "id AS key"), ("001", "id AS key, id AS extra")]:
+        spark.range(3).selectExpr(*columns.split(", ")).coalesce(1).write.parquet(str(tmp_path / name))
+        (written,) = (tmp_path / name).glob("*.parquet")
+        files.mkdir(exist_ok=True)
+        written.rename(files / f"{name}.parquet")
+    source = sources.parquet_files(str(files))
+    first = source.plan(spark, None, 2)
+    second = source.plan(spark, first.position, 2)
+    assert first.frame is not None and second.frame is not None
+    # Inferred once, as Spark's streaming file source fixes its schema at the start.
+    assert second.frame.columns == first.frame.columns == ["key"]
+    assert sorted(r["key"] for r in second.frame.collect()) == [0, 1, 2]
+    assert second.exhausted
+
+
 def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:
     # Every put waits 4 s and every checkpoint times out after 200 ms: each
     # one is aborted while its subtasks still upload. Canceled uploads write

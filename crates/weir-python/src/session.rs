@@ -209,6 +209,28 @@ impl PySession {
         Ok(PyKeyBatch { batch })
     }
 
+    /// Encodes the keys in the rows of an Arrow IPC batch of key columns, in
+    /// order; the column named `key_group_column`, if given, holds their key
+    /// groups instead.
+    #[pyo3(signature = (batch, key_group_column = None))]
+    fn arrow_keys(
+        &self,
+        batch: &[u8],
+        key_group_column: Option<&str>,
+    ) -> Result<PyKeyBatch, PyWeirError> {
+        let batch = payload::decode(batch)?;
+        let schema = batch.schema();
+        let (groups, columns): (Vec<_>, Vec<_>) = schema
+            .fields()
+            .iter()
+            .zip(batch.columns().iter().cloned())
+            .partition(|(field, _)| Some(field.name().as_str()) == key_group_column);
+        let columns: Vec<ArrayRef> = columns.into_iter().map(|(_, c)| c).collect();
+        let groups = groups.first().map(|(_, c)| c.as_ref());
+        let batch = self.lock().typed().arrow_keys(&columns, groups)?;
+        Ok(PyKeyBatch { batch })
+    }
+
     /// The values of a value, reducing or aggregating state (None: absent).
     fn get_values<'py>(
         &self,

@@ -32,7 +32,7 @@ from weir.runtime.value_state import (
     ValueLikeState,
     immutable,
 )
-from weir.runtime.vectorized import BatchKeys, VectorizedContext, VectorizedState
+from weir.runtime.vectorized import BatchKeys, VectorizedContext, VectorizedState, arrow_batch_keys
 from weir.state import (
     AggregatingStateDescriptor,
     BroadcastState,
@@ -284,10 +284,11 @@ class OperatorRunner:
     def process_arrow(
         self,
         batch: pa.RecordBatch,
-        keys: Sequence[Any] | pa.Array | pa.ChunkedArray,
-        key_groups: Sequence[int] | None = None,
+        keys: Sequence[Any] | pa.Array | pa.ChunkedArray | pa.RecordBatch,
+        key_groups: Sequence[int] | pa.Array | None = None,
     ) -> pa.RecordBatch | None:
-        """Run ``process_batch`` of a vectorized function on one batch; ``keys`` has one key per row."""
+        """Run ``process_batch`` of a vectorized function on one batch; ``keys`` has one key per
+        row: Python keys, an Arrow array of them, or a batch of key columns (a composite key)."""
         function = self.function
         if not isinstance(function, VectorizedKeyedFunction):
             raise InvalidArgumentError(
@@ -295,13 +296,19 @@ class OperatorRunner:
             )
         if not self._opened or self._closed:
             raise StateError("call open() before process_arrow() and do not use a runner after close()")
-        key_values = keys.to_pylist() if isinstance(keys, pa.Array | pa.ChunkedArray) else list(keys)
-        if len(key_values) != batch.num_rows:
+        if isinstance(keys, pa.Array | pa.ChunkedArray | pa.RecordBatch):
+            batch_keys = arrow_batch_keys(self.session, keys, key_groups)
+        else:
+            key_values = list(keys)
+            if isinstance(key_groups, pa.Array | pa.ChunkedArray):
+                key_groups = key_groups.to_pylist()
+            key_batch = self.session.keys(key_values, None if key_groups is None else list(key_groups))
+            batch_keys = BatchKeys(key_batch, key_values, len(key_values))
+        if len(batch_keys) != batch.num_rows:
             raise InvalidArgumentError(
-                f"process_arrow got {len(key_values)} keys for {batch.num_rows} rows: pass one key per row"
+                f"process_arrow got {len(batch_keys)} keys for {batch.num_rows} rows: pass one key per row"
             )
-        key_batch = self.session.keys(key_values, None if key_groups is None else list(key_groups))
-        return function.process_batch(batch, VectorizedContext(BatchKeys(key_batch, key_values)))
+        return function.process_batch(batch, VectorizedContext(batch_keys))
 
     def _batch(self, batch: Batch) -> _BatchScope:
         return _BatchScope(self, batch)
@@ -375,7 +382,7 @@ class OperatorRunner:
         self.flush()
         key_batch = self.session.keys([key], None if key_group is None else [key_group])
         if isinstance(state, VectorizedState):
-            return state.get_batch(BatchKeys(key_batch, [key]))[0].as_py()
+            return state.get_batch(BatchKeys(key_batch, [key], 1))[0].as_py()
         return state.read(key_batch)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
 import pyarrow as pa
@@ -13,15 +15,54 @@ from weir.functions import BatchContext, BatchState
 from weir.state import StateDescriptor
 from weir.types import to_arrow_field
 
-__all__ = ["NATIVE_AGGREGATES", "BatchKeys", "VectorizedContext", "VectorizedState"]
+__all__ = ["NATIVE_AGGREGATES", "BatchKeys", "VectorizedContext", "VectorizedState", "arrow_batch_keys"]
 
 NATIVE_AGGREGATES: Final = ("count", "sum", "min", "max", "mean")
 
 
 def _ipc_bytes(array: pa.Array | pa.ChunkedArray, field: pa.Field) -> bytes:
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    batch = pa.RecordBatch.from_arrays([array], schema=pa.schema([field.with_type(array.type)]))
+    array = _whole(array)
+    return _ipc_batch(pa.RecordBatch.from_arrays([array], schema=pa.schema([field.with_type(array.type)])))
+
+
+_KEY_GROUP_COLUMN: Final = "__weir_key_group"
+
+
+def arrow_batch_keys(
+    session: Session,
+    keys: pa.Array | pa.ChunkedArray | pa.RecordBatch,
+    key_groups: Sequence[int] | pa.Array | pa.ChunkedArray | None,
+) -> BatchKeys:
+    """The keys of a batch given as Arrow: one key column, or a batch of key columns (a
+    composite key). Rust encodes them straight from the columns, with no Python object per
+    row; ``key_groups`` (integers, one per row) if given."""
+    if isinstance(keys, pa.RecordBatch):
+        columns = keys
+        values: Callable[[], list[Any]] = (
+            keys.column(0).to_pylist if keys.num_columns == 1 else partial(_rows_of, keys)
+        )
+    else:
+        array = _whole(keys)
+        columns = pa.record_batch([array], names=["key"])
+        values = array.to_pylist
+    if key_groups is not None:
+        arrow_groups = isinstance(key_groups, pa.Array | pa.ChunkedArray)
+        groups = _whole(key_groups) if arrow_groups else pa.array(key_groups, pa.int64())
+        columns = columns.append_column(_KEY_GROUP_COLUMN, groups)
+    group_column = None if key_groups is None else _KEY_GROUP_COLUMN
+    return BatchKeys(session.arrow_keys(_ipc_batch(columns), group_column), values, columns.num_rows)
+
+
+def _whole(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _rows_of(columns: pa.RecordBatch) -> list[tuple[Any, ...]]:
+    """The rows of key ``columns`` as tuples: composite keys as Python objects."""
+    return list(zip(*(column.to_pylist() for column in columns.columns), strict=True))
+
+
+def _ipc_batch(batch: pa.RecordBatch) -> bytes:
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
@@ -35,16 +76,24 @@ def _ipc_array(data: bytes) -> pa.Array:
 
 
 class BatchKeys:
-    """``ctx.keys`` of a vectorized batch: the encoded keys and their values."""
+    """``ctx.keys`` of a vectorized batch: the encoded keys, and their values as Python
+    objects (``values``: a list, or a callable that makes it when first asked)."""
 
-    __slots__ = ("key_batch", "values")
+    __slots__ = ("_values", "key_batch", "rows")
 
-    def __init__(self, key_batch: Any, values: list[Any]) -> None:
+    def __init__(self, key_batch: Any, values: list[Any] | Callable[[], list[Any]], rows: int) -> None:
         self.key_batch = key_batch
-        self.values = values
+        self._values = values
+        self.rows = rows
+
+    @property
+    def values(self) -> list[Any]:
+        if callable(self._values):
+            self._values = self._values()
+        return self._values
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.rows
 
 
 class VectorizedContext(BatchContext):
@@ -75,8 +124,8 @@ class VectorizedState(BatchState):
     def _keys(self, keys: Any) -> Any:
         if isinstance(keys, BatchKeys):
             return keys.key_batch
-        if isinstance(keys, pa.Array | pa.ChunkedArray):
-            keys = keys.to_pylist()
+        if isinstance(keys, pa.Array | pa.ChunkedArray | pa.RecordBatch):
+            return arrow_batch_keys(self._session, keys, None).key_batch
         return self._session.keys(list(keys), None)
 
     def get_batch(self, keys: Any) -> pa.Array:

@@ -50,7 +50,10 @@ class FileSource:
     New files are picked up in order as they appear: the position is the name
     of the last file consumed, so new files must sort after it (timestamped
     or sequence-numbered names). Files whose names start with ``_`` or ``.``
-    are ignored, as Spark does.
+    are ignored, as Spark does. Without a ``schema``, the one Spark infers
+    from the first epoch's files holds for the rest of the run, as Spark's
+    streaming file source fixes its schema when a query starts (and no later
+    epoch reads file footers again).
     """
 
     path: str
@@ -60,6 +63,8 @@ class FileSource:
     bounded: bool = True
     """Bounded: the job ends when every file present is consumed."""
     options: dict[str, str] = field(default_factory=dict)
+    _inferred: dict[str, StructType] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The schema inferred from the first files read (``"schema"``), when none is given."""
 
     def _local_dir(self) -> str:
         return self.path.removeprefix("file://")
@@ -80,10 +85,13 @@ class FileSource:
             return EpochInput(None, position, self.bounded)
         batch = pending[: self.max_files_per_epoch]
         reader = spark.read.format(self.format).options(**self.options)
-        if self.schema is not None:
-            reader = reader.schema(self.schema)
+        schema = self.schema if self.schema is not None else self._inferred.get("schema")
+        if schema is not None:
+            reader = reader.schema(schema)
         files = [os.path.join(self._local_dir(), name) for name in batch]
         frame = reader.load(files)
+        if schema is None:
+            self._inferred["schema"] = frame.schema
         exhausted = self.bounded and len(pending) == len(batch)
         return EpochInput(frame, {"last_file": batch[-1]}, exhausted)
 

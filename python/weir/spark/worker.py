@@ -106,17 +106,18 @@ def process_batches(
             continue
         key_groups = data.column(KEY_GROUP)
         _check_partition(key_groups, key_range, partition)
-        groups = key_groups.to_pylist()
         if vectorized:
             with clock.phase("function"):
-                arrow_out = runner.process_arrow(values, _keys(values, op.key_columns, {}), groups)
+                # Keys and key groups stay Arrow: Rust encodes them from the columns.
+                key_columns = values.select(list(op.key_columns or ()))
+                arrow_out = runner.process_arrow(values, key_columns, key_groups)
             if arrow_out is not None and arrow_out.num_rows:
                 yield arrow_out
             continue
         with clock.phase("function"):
             columns = {c: values.column(c).to_pylist() for c in op.value_columns}
             elements = list(zip(*columns.values(), strict=True))
-            outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
+            outputs = runner.process(elements, _keys(values, op.key_columns, columns), key_groups.to_pylist())
         if outputs:
             with clock.phase("output"):
                 out = _to_batch(outputs, op.output_schema)

@@ -8,6 +8,7 @@
 //! typing, registration checks and the errors for values that do not fit are
 //! all here. It knows nothing of any particular language.
 
+mod arrow_keys;
 mod keys;
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use weir_types::{
     ValueBuilder, ValueSource, ValueType, decode_with, encode_with,
 };
 
+pub use arrow_keys::ArrowKey;
 pub use keys::{KeySource, inferred_key_groups};
 
 use crate::batch::KeyBatch;
@@ -115,6 +117,31 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
     /// See [`SubtaskSession::commit`].
     pub fn commit(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
         self.session.commit(epoch, attempt)
+    }
+
+    /// Encodes the keys in the rows of a batch's key `columns` (one array
+    /// per key column, read in place) as [`TypedSession::keys`] does;
+    /// `key_groups` is an integer column of the key groups if given.
+    pub fn arrow_keys(
+        &mut self,
+        columns: &[ArrayRef],
+        key_groups: Option<&dyn Array>,
+    ) -> Result<KeyBatch> {
+        let Some(rows) = columns.first().map(|c| c.len()) else {
+            return Err(HostError::InvalidRequest(
+                "a batch of keys needs at least one key column".into(),
+            ));
+        };
+        if columns.iter().any(|c| c.len() != rows) {
+            return Err(HostError::InvalidRequest(
+                "the key columns of a batch differ in length".into(),
+            ));
+        }
+        let groups = key_groups.map(group_numbers).transpose()?;
+        self.keys(
+            (0..rows).map(|row| ArrowKey::new(columns, row)),
+            groups.as_deref(),
+        )
     }
 
     /// Encodes `keys` with their key groups: `key_groups` (one per key,
@@ -432,6 +459,28 @@ fn map_types(
 }
 
 /// A given key group, checked against max parallelism.
+/// The key groups in an integer column (no nulls).
+fn group_numbers(column: &dyn Array) -> Result<Vec<u32>> {
+    let invalid = || {
+        HostError::InvalidRequest(format!(
+            "key groups come as a non-null integer column, not {} with {} nulls",
+            column.data_type(),
+            column.null_count()
+        ))
+    };
+    if column.null_count() > 0 {
+        return Err(invalid());
+    }
+    (0..column.len())
+        .map(|row| {
+            ArrowKey::Cell { array: column, row }
+                .int64()
+                .and_then(|g| u32::try_from(g).ok())
+                .ok_or_else(invalid)
+        })
+        .collect()
+}
+
 fn checked_key_group(group: u32, max: MaxParallelism) -> Result<u16> {
     u16::try_from(group)
         .ok()
