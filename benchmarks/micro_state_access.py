@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import secrets
+import sys
 import tempfile
 import time
 from collections.abc import Callable

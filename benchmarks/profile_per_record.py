@@ -207,6 +207,79 @@ class Timed:
         return timed
 
 
+@dataclasses.dataclass(frozen=True)
+class Subtask0:
+    """Subtask 0 of ``parallelism``: its operator specs, its sessions (on a state host
+    started on demand, as a Spark task has, or in this process) and its epoch tasks."""
+
+    parallelism: int
+    max_parallelism: int
+    backend: str
+    # Short: Unix socket paths are limited.
+    host_dir: str = dataclasses.field(default_factory=lambda: tempfile.mkdtemp(prefix="wpr-"))
+    token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(16))
+    work_dir: str = dataclasses.field(default_factory=lambda: tempfile.mkdtemp(prefix="weir-profile-"))
+
+    def spec(self, uid: str, function: Any) -> OperatorSpec:
+        fields: dict[str, Any] = {
+            "uid": uid,
+            "function": function,
+            "key_columns": ("key",),
+            "key_types": (value_type(pa.int64()),),
+            "value_columns": ("key", "value"),
+            "output_schema": OUTPUT_SCHEMA,
+            "parallelism": self.parallelism,
+            "max_parallelism": self.max_parallelism,
+            "backend": self.backend,
+        }
+        # Every other field says where restored state comes from: nowhere.
+        for field in dataclasses.fields(OperatorSpec):
+            fields.setdefault(field.name, None)
+        return OperatorSpec(**fields)
+
+    def host_session(self, uid: str) -> Any:
+        return _internal.connect_host(
+            self.host_dir,
+            self.token,
+            uid=uid,
+            subtask=0,
+            parallelism=self.parallelism,
+            max_parallelism=self.max_parallelism,
+            backend=self.backend,
+            key_types=[value_type(pa.int64())],
+            generation=0,
+            expect_restored_from=None,
+            expect_final_epoch=None,
+            restore=None,
+            host_command=command(),
+            owner_pid=os.getpid(),
+        )
+
+    def local_session(self, uid: str) -> Any:
+        operator = _internal.LocalOperator(
+            uid, self.parallelism, self.max_parallelism, self.backend, self.work_dir
+        )
+        return operator.session(0)
+
+    def task(
+        self, session: Any, op: OperatorSpec, epoch: int, batches: list[pa.RecordBatch]
+    ) -> list[pa.RecordBatch]:
+        """One epoch task of ``op`` as a Spark worker runs it; returns its output batches."""
+        owned = key_group_range(self.max_parallelism, self.parallelism, 0)
+        session.begin(epoch, 0, None)
+        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
+        runner.open()
+        out = list(
+            worker.process_batches(
+                runner, op, batches, (owned.start, owned.end), 0, lambda n: None, TaskClock()
+            )
+        )
+        runner.snapshot_state(0)
+        runner.close()
+        session.commit(epoch, 0)
+        return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000, help="events of the epoch (all subtasks)")
@@ -230,64 +303,18 @@ def main() -> None:
     warm_batches = arrow_batches(warm_rows, args.batch) if warm_rows else []
     ceiling_batches = arrow_batches(rows, args.batch, internal=False)
     ceiling_warm = arrow_batches(warm_rows, args.batch, internal=False) if warm_rows else []
-    key_range = (key_group_range(max_p, p, 0).start, key_group_range(max_p, p, 0).end)
-    host_dir = tempfile.mkdtemp(prefix="wpr-")  # short: Unix socket paths are limited
-    token = secrets.token_hex(16)
-    work_dir = tempfile.mkdtemp(prefix="weir-profile-")
     uids = itertools.count()
 
+    subtask = Subtask0(p, max_p, args.backend)
+    host_session, local_session = subtask.host_session, subtask.local_session
+
     def spec(uid: str) -> OperatorSpec:
-        fields: dict[str, Any] = {
-            "uid": uid,
-            "function": KeyedAverage(args.window),
-            "key_columns": ("key",),
-            "key_types": (value_type(pa.int64()),),
-            "value_columns": ("key", "value"),
-            "output_schema": OUTPUT_SCHEMA,
-            "parallelism": p,
-            "max_parallelism": max_p,
-            "backend": args.backend,
-        }
-        # Every other field says where restored state comes from: nowhere.
-        for field in dataclasses.fields(OperatorSpec):
-            fields.setdefault(field.name, None)
-        return OperatorSpec(**fields)
-
-    def host_session(uid: str) -> Any:
-        return _internal.connect_host(
-            host_dir,
-            token,
-            uid=uid,
-            subtask=0,
-            parallelism=p,
-            max_parallelism=max_p,
-            backend=args.backend,
-            key_types=[value_type(pa.int64())],
-            generation=0,
-            expect_restored_from=None,
-            expect_final_epoch=None,
-            restore=None,
-            host_command=command(),
-            owner_pid=os.getpid(),
-        )
-
-    def local_session(uid: str) -> Any:
-        operator = _internal.LocalOperator(uid, p, max_p, args.backend, work_dir)
-        return operator.session(0)
+        return subtask.spec(uid, KeyedAverage(args.window))
 
     def task(
         session: Any, op: OperatorSpec, epoch: int, epoch_batches: list[pa.RecordBatch]
     ) -> tuple[int, int]:
-        session.begin(epoch, 0, None)
-        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
-        runner.open()
-        result = checksum(
-            worker.process_batches(runner, op, epoch_batches, key_range, 0, lambda n: None, TaskClock())
-        )
-        runner.snapshot_state(0)
-        runner.close()
-        session.commit(epoch, 0)
-        return result
+        return checksum(iter(subtask.task(session, op, epoch, epoch_batches)))
 
     def weir_variant(make_session: Callable[[str], Any]) -> Callable[[], tuple[float, tuple[int, int]]]:
         def run() -> tuple[float, tuple[int, int]]:

@@ -18,12 +18,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import dataclasses
-import os
 import pstats
-import secrets
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,20 +29,13 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from profile_per_record import OUTPUT_SCHEMA, arrow_batches, subtask_rows  # noqa: E402
+from profile_per_record import Subtask0, arrow_batches, subtask_rows  # noqa: E402
 
 from benchmarks.keyed_average.weir_variants.vectorized import (  # noqa: E402
     KeyedAverageBatches,
     KeyedAverageNative,
 )
-from weir import _internal  # noqa: E402
-from weir.host import command  # noqa: E402
-from weir.key_groups import key_group_range  # noqa: E402
-from weir.runtime import OperatorRunner  # noqa: E402
-from weir.spark import worker  # noqa: E402
 from weir.spark.tasks import OperatorSpec  # noqa: E402
-from weir.spark.waterfall import TaskClock  # noqa: E402
-from weir.types import value_type  # noqa: E402
 
 PARALLELISM, MAX_PARALLELISM, WINDOW = 2, 128, 10
 
@@ -64,59 +53,15 @@ def main() -> None:
     rows = subtask_rows(args.events, args.events, args.keys, 0, PARALLELISM, MAX_PARALLELISM)
     batches = arrow_batches(rows, 10_000)
     warm = arrow_batches(subtask_rows(0, args.events, args.keys, 0, PARALLELISM, MAX_PARALLELISM), 10_000)
-    owned = key_group_range(MAX_PARALLELISM, PARALLELISM, 0)
-    key_range = (owned.start, owned.end)
-    host_dir = tempfile.mkdtemp(prefix="wpv-")  # short: Unix socket paths are limited
-    token = secrets.token_hex(16)
+    subtask = Subtask0(PARALLELISM, MAX_PARALLELISM, "heap")
+    session = subtask.host_session if args.session == "host" else subtask.local_session
     make = KeyedAverageNative if args.function == "native" else KeyedAverageBatches
 
     def spec(uid: str) -> OperatorSpec:
-        fields: dict[str, Any] = {
-            "uid": uid,
-            "function": make(WINDOW),
-            "key_columns": ("key",),
-            "key_types": (value_type(pa.int64()),),
-            "value_columns": ("key", "value"),
-            "output_schema": OUTPUT_SCHEMA,
-            "parallelism": PARALLELISM,
-            "max_parallelism": MAX_PARALLELISM,
-            "backend": "heap",
-        }
-        for field in dataclasses.fields(OperatorSpec):
-            fields.setdefault(field.name, None)
-        return OperatorSpec(**fields)
-
-    def session(uid: str) -> Any:
-        if args.session == "local":
-            operator = _internal.LocalOperator(uid, PARALLELISM, MAX_PARALLELISM, "heap", tempfile.mkdtemp())
-            return operator.session(0)
-        return _internal.connect_host(
-            host_dir,
-            token,
-            uid=uid,
-            subtask=0,
-            parallelism=PARALLELISM,
-            max_parallelism=MAX_PARALLELISM,
-            backend="heap",
-            key_types=[value_type(pa.int64())],
-            generation=0,
-            expect_restored_from=None,
-            expect_final_epoch=None,
-            restore=None,
-            host_command=command(),
-            owner_pid=os.getpid(),
-        )
+        return subtask.spec(uid, make(WINDOW))
 
     def task(s: Any, op: OperatorSpec, epoch: int, epoch_batches: list[pa.RecordBatch]) -> int:
-        s.begin(epoch, 0, None)
-        runner = OperatorRunner(op.function, s, restored=True, defer_writes=True)
-        runner.open()
-        out = worker.process_batches(runner, op, epoch_batches, key_range, 0, lambda n: None, TaskClock())
-        emitted = sum(batch.num_rows for batch in out)
-        runner.snapshot_state(0)
-        runner.close()
-        s.commit(epoch, 0)
-        return emitted
+        return sum(batch.num_rows for batch in subtask.task(s, op, epoch, epoch_batches))
 
     for i in range(args.repeats):
         uid = f"avg-{i}"
