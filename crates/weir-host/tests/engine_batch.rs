@@ -339,55 +339,40 @@ fn native_aggregates_accumulate_repeated_keys_in_row_order() {
     }
 }
 
+/// Why the aggregate of `inputs` for keys `names` is refused.
+fn refusal(
+    s: &mut Subtask,
+    state: StateId,
+    names: &[&str],
+    inputs: ArrayRef,
+    aggregation: impl Into<Aggregation>,
+) -> String {
+    s.aggregate(state, &keys(names), &inputs, aggregation.into())
+        .expect_err("refused")
+        .to_string()
+}
+
 #[test]
 fn aggregates_check_accumulator_types_and_inputs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = open(BackendSpec::Heap, dir.path());
     let wrong = register(&mut s, "total", StateKind::Value, ValueType::Float64);
-    let err = s
-        .aggregate(
-            wrong,
-            &keys(&["a"]),
-            &(Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            NativeAggregate::Sum.into(),
-        )
-        .expect_err("float64 accumulator for int64 sums");
-    let message = err.to_string();
+    // A float64 accumulator for int64 sums.
+    let ints = Arc::new(Int64Array::from(vec![1]));
+    let message = refusal(&mut s, wrong, &["a"], ints, NativeAggregate::Sum);
     assert!(message.contains("\"total\" holds float64"), "{message}");
     assert!(message.contains("int64 accumulator"), "{message}");
-    let err = s
-        .aggregate(
-            wrong,
-            &keys(&["a"]),
-            &(Arc::new(StringArray::from(vec!["1"])) as ArrayRef),
-            NativeAggregate::Sum.into(),
-        )
-        .expect_err("string inputs");
-    assert!(err.to_string().contains("Int64 or Float64"), "{err}");
+    let strings = Arc::new(StringArray::from(vec!["1"]));
+    let err = refusal(&mut s, wrong, &["a"], strings, NativeAggregate::Sum);
+    assert!(err.contains("Int64 or Float64"), "{err}");
     let mean = register(&mut s, "mean", StateKind::Value, ValueType::Int64);
-    let err = s
-        .aggregate(
-            mean,
-            &keys(&["a"]),
-            &(Arc::new(Float64Array::from(vec![1.0])) as ArrayRef),
-            NativeAggregate::Mean.into(),
-        )
-        .expect_err("mean needs a struct");
-    assert!(
-        err.to_string()
-            .contains("struct<sum: float64, count: int64>"),
-        "{err}"
-    );
+    let floats = Arc::new(Float64Array::from(vec![1.0]));
+    let err = refusal(&mut s, mean, &["a"], floats, NativeAggregate::Mean);
+    assert!(err.contains("struct<sum: float64, count: int64>"), "{err}");
     let overflow = register(&mut s, "big", StateKind::Value, ValueType::Int64);
-    let err = s
-        .aggregate(
-            overflow,
-            &keys(&["a", "a"]),
-            &(Arc::new(Int64Array::from(vec![i64::MAX, 1])) as ArrayRef),
-            NativeAggregate::Sum.into(),
-        )
-        .expect_err("overflow");
-    assert!(err.to_string().contains("overflowed"), "{err}");
+    let big = Arc::new(Int64Array::from(vec![i64::MAX, 1]));
+    let err = refusal(&mut s, overflow, &["a", "a"], big, NativeAggregate::Sum);
+    assert!(err.contains("overflowed"), "{err}");
     assert!(accumulator_type(NativeAggregate::Sum, &ValueType::Utf8).is_err());
 }
 
@@ -460,15 +445,15 @@ fn count_windows_check_their_size_and_state_type() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = open(BackendSpec::Heap, dir.path());
     let running = register(&mut s, "running", StateKind::Value, ValueType::Int64);
-    let err = s
-        .aggregate(
-            running,
-            &keys(&["a"]),
-            &(Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            Aggregation::parse("sum", Some(2)).expect("valid"),
-        )
-        .expect_err("a window needs the open window's state");
-    let message = err.to_string();
+    // A window needs the open window's state.
+    let pairs = Aggregation::parse("sum", Some(2)).expect("valid");
+    let message = refusal(
+        &mut s,
+        running,
+        &["a"],
+        Arc::new(Int64Array::from(vec![1])),
+        pairs,
+    );
     assert!(message.contains("in count windows of 2"), "{message}");
     assert!(
         message.contains("struct<filled: int64, acc: int64>"),

@@ -303,7 +303,7 @@ class OperatorRunner:
             if isinstance(key_groups, pa.Array | pa.ChunkedArray):
                 key_groups = key_groups.to_pylist()
             key_batch = self.session.keys(key_values, None if key_groups is None else list(key_groups))
-            batch_keys = BatchKeys(key_batch, key_values, len(key_values))
+            batch_keys = BatchKeys(key_batch, key_values)
         if len(batch_keys) != batch.num_rows:
             raise InvalidArgumentError(
                 f"process_arrow got {len(batch_keys)} keys for {batch.num_rows} rows: pass one key per row"
@@ -382,7 +382,7 @@ class OperatorRunner:
         self.flush()
         key_batch = self.session.keys([key], None if key_group is None else [key_group])
         if isinstance(state, VectorizedState):
-            return state.get_batch(BatchKeys(key_batch, [key], 1))[0].as_py()
+            return state.get_batch(BatchKeys(key_batch, [key]))[0].as_py()
         return state.read(key_batch)
 
 

@@ -50,7 +50,7 @@ def arrow_batch_keys(
         groups = _whole(key_groups) if arrow_groups else pa.array(key_groups, pa.int64())
         columns = columns.append_column(_KEY_GROUP_COLUMN, groups)
     group_column = None if key_groups is None else _KEY_GROUP_COLUMN
-    return BatchKeys(session.arrow_keys(_ipc_batch(columns), group_column), values, columns.num_rows)
+    return BatchKeys(session.arrow_keys(_ipc_batch(columns), group_column), values)
 
 
 def _whole(array: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -79,12 +79,11 @@ class BatchKeys:
     """``ctx.keys`` of a vectorized batch: the encoded keys, and their values as Python
     objects (``values``: a list, or a callable that makes it when first asked)."""
 
-    __slots__ = ("_values", "key_batch", "rows")
+    __slots__ = ("_values", "key_batch")
 
-    def __init__(self, key_batch: Any, values: list[Any] | Callable[[], list[Any]], rows: int) -> None:
+    def __init__(self, key_batch: Any, values: list[Any] | Callable[[], list[Any]]) -> None:
         self.key_batch = key_batch
         self._values = values
-        self.rows = rows
 
     @property
     def values(self) -> list[Any]:
@@ -93,7 +92,7 @@ class BatchKeys:
         return self._values
 
     def __len__(self) -> int:
-        return self.rows
+        return len(self.key_batch)
 
 
 class VectorizedContext(BatchContext):

@@ -128,21 +128,17 @@ impl Layout {
         out.clear();
         let mut next = numbers.iter();
         for part in &self.parts {
-            match (part, part_number(part, &mut next)) {
-                (Part::Present, _) => out.push(1),
+            if let Part::Present = part {
+                out.push(1);
+                continue;
+            }
+            match (part, next.next()) {
                 (Part::Int, Some(Num::Int(v))) => out.extend_from_slice(&v.to_le_bytes()),
                 (Part::Float, Some(Num::Float(v))) => out.extend_from_slice(&v.to_le_bytes()),
                 _ => return Err(corrupt(function)),
             }
         }
         Ok(())
-    }
-}
-
-fn part_number(part: &Part, next: &mut std::slice::Iter<'_, Num>) -> Option<Num> {
-    match part {
-        Part::Present => None,
-        Part::Int | Part::Float => next.next().copied(),
     }
 }
 

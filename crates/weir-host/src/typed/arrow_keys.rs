@@ -102,7 +102,6 @@ impl ValueSource for ArrowKey<'_> {
         if let Some(a) = array.as_primitive_opt::<Float32Type>() {
             return Some(a.value(row));
         }
-        #[allow(clippy::cast_possible_truncation)]
         self.float64().map(|v| v as f32)
     }
 

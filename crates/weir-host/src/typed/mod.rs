@@ -458,7 +458,6 @@ fn map_types(
     }
 }
 
-/// A given key group, checked against max parallelism.
 /// The key groups in an integer column (no nulls).
 fn group_numbers(column: &dyn Array) -> Result<Vec<u32>> {
     let invalid = || {
@@ -481,6 +480,7 @@ fn group_numbers(column: &dyn Array) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// A given key group, checked against max parallelism.
 fn checked_key_group(group: u32, max: MaxParallelism) -> Result<u16> {
     u16::try_from(group)
         .ok()
