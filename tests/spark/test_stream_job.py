@@ -19,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from keyed_average import FailingOnce, KeyedAverage, expected  # noqa: E402
 from keyed_jobs import (  # noqa: E402
@@ -32,6 +34,7 @@ from keyed_jobs import (  # noqa: E402
     state_host_pids,
 )
 
+from weir import BatchContext, RuntimeContext, ValueStateDescriptor, VectorizedKeyedFunction
 from weir.config import CheckpointConfig
 from weir.coordinator import Coordinator
 from weir.exceptions import CheckpointError, InvalidArgumentError
@@ -52,6 +55,32 @@ def test_exactly_once_without_failures(spark: SparkSession, tmp_path: Path) -> N
     result = job.execute()
     assert result.restarts == 0
     assert result.checkpoints, "a bounded exactly-once job ends with a checkpoint"
+    assert_exactly_once(spark, out)
+
+
+class VectorizedCountWindowAverage(VectorizedKeyedFunction):
+    """The keyed average as Flink's countWindow(10) with the native sum, a batch at a time."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        window = pa.struct([pa.field("filled", pa.int64(), False), pa.field("acc", pa.int64(), False)])
+        self.sums = runtime_context.get_state(ValueStateDescriptor("window", window))
+
+    def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> pa.RecordBatch:
+        sums = self.sums.aggregate(ctx.keys, batch.column("value"), "sum", window=10)
+        filled = sums.is_valid()
+        averages = pc.divide(sums.filter(filled), 10)
+        return pa.record_batch([batch.column("key").filter(filled), averages], names=["key", "avg"])
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_a_vectorized_job_with_native_count_windows_is_exactly_once(
+    spark: SparkSession, tmp_path: Path, backend: str
+) -> None:
+    # Keys and key groups reach the state host as Arrow columns, encoded in Rust.
+    job, out = keyed_average_job(spark, tmp_path, VectorizedCountWindowAverage(), state_backend=backend)
+    result = job.execute()
+    assert result.restarts == 0
+    assert result.checkpoints
     assert_exactly_once(spark, out)
 
 
