@@ -83,6 +83,7 @@ TARGETS = [
 
 #: Raw metrics worth a row in the printed table (all records go to the JSON file).
 SHOWN = {
+    "memory": ["rss_loaded", "rss_peak", "peak_bytes_per_key"],
     "sync_pause": ["pause_p50", "pause_p99", "finalize_p99", "snapshot_sync_p99"],
     "async_upload": ["duration_p50", "uploaded_bytes", "upload_rate", "upload_vs_disk_write"],
     "incremental": [

@@ -4,11 +4,14 @@
 //! Base state lives in RocksDB, one column family per state. The writes of
 //! each not yet final epoch live in an in-memory [`Overlay`]; reads look
 //! through the overlays (newest first) and then the database. Finalizing
-//! writes the overlays of the final epochs, oldest first, as one `WriteBatch`
-//! together with the new last final epoch, so the database always holds
-//! exactly a final cut. Discarding drops overlays without touching the
-//! database. Native checkpoints and restore live in `checkpoint.rs` and
-//! `restore.rs`.
+//! hands the overlays of the final epochs to the fold thread (`fold.rs`),
+//! which writes them as one `WriteBatch` together with the new last final
+//! epoch, so the database always holds exactly a final cut; until it has,
+//! reads and snapshots take those overlays from memory above a database
+//! snapshot that predates them. Finalizing therefore costs no RocksDB write,
+//! which keeps a checkpoint's synchronous part short. Discarding drops
+//! overlays without touching the database. Native checkpoints and restore live
+//! in `checkpoint.rs` and `restore.rs`.
 //!
 //! Durability: the write-ahead log is off (as in Flink); checkpoints are what
 //! make state durable. A clean close flushes the memtables, so reopening after
@@ -28,7 +31,8 @@ use weir_types::{Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor,
 
 use crate::database::{self, Db, Meta, state_cf_name};
 use crate::error::{Result, RocksDbError};
-use crate::frozen::RocksDbFrozenState;
+use crate::fold::Folder;
+use crate::frozen::{OwnedSnapshot, RocksDbFrozenState};
 use crate::key::{prefix_end, row_key};
 use crate::options::{EngineOptions, RocksDbOptions};
 use crate::overlay::{Overlay, StateOverlay, Write};
@@ -49,6 +53,14 @@ pub struct RocksDbKeyedStateBackend {
     cf_names: Vec<String>,
     epochs: EpochLog,
     overlays: BTreeMap<Epoch, Overlay>,
+    /// Final epochs handed to `folder` that reads cannot take from the
+    /// database yet, oldest first.
+    unfolded: Vec<Arc<Overlay>>,
+    /// While `unfolded` is not empty: a snapshot of the database from before
+    /// the first of them was handed off, which reads use instead of the
+    /// database.
+    base: Option<Arc<OwnedSnapshot>>,
+    folder: Folder,
     write_options: WriteOptions,
 }
 
@@ -120,8 +132,10 @@ impl RocksDbKeyedStateBackend {
         }
         let mut write_options = WriteOptions::default();
         write_options.disable_wal(true);
+        let db = Arc::new(db);
         Ok(Self {
-            db: Arc::new(db),
+            folder: Folder::start(Arc::clone(&db))?,
+            db,
             path,
             engine,
             max_parallelism: meta.max_parallelism,
@@ -130,6 +144,8 @@ impl RocksDbKeyedStateBackend {
             cf_names,
             epochs,
             overlays: BTreeMap::new(),
+            unfolded: Vec::new(),
+            base: None,
             write_options,
         })
     }
@@ -144,10 +160,43 @@ impl RocksDbKeyedStateBackend {
         &self.db
     }
 
-    /// Fails unless every epoch is final (native checkpoints and snapshots
-    /// capture exactly the base).
-    pub(crate) fn check_all_final(&self) -> Result<()> {
-        Ok(self.epochs.check_all_final()?)
+    /// Fails unless every epoch is final, then waits until the database
+    /// holds all of them (native checkpoints and ingest work on the database
+    /// itself).
+    pub(crate) fn settle(&mut self) -> Result<()> {
+        self.epochs.check_all_final()?;
+        self.folder.wait()?;
+        self.unfolded.clear();
+        self.base = None;
+        Ok(())
+    }
+
+    /// Reads from the database again once the fold thread has written every
+    /// final epoch.
+    fn catch_up(&mut self) -> Result<()> {
+        if self.base.is_some() && self.folder.all_applied()? {
+            self.unfolded.clear();
+            self.base = None;
+        }
+        Ok(())
+    }
+
+    /// Read options that see the base: the database, or the snapshot below
+    /// the unfolded epochs.
+    fn base_read_options(&self) -> ReadOptions {
+        let mut options = ReadOptions::default();
+        if let Some(base) = &self.base {
+            base.read_at(&mut options);
+        }
+        options
+    }
+
+    /// The overlays a read looks through, newest first.
+    fn layers(&self) -> impl Iterator<Item = &Overlay> {
+        self.overlays
+            .values()
+            .rev()
+            .chain(self.unfolded.iter().rev().map(|overlay| &**overlay))
     }
 
     /// The column family of a registered state.
@@ -195,7 +244,7 @@ impl RocksDbKeyedStateBackend {
         let mut appends: Vec<&[u8]> = Vec::new();
         let mut base: Option<Cow<'_, [u8]>> = None;
         let mut from_db = true;
-        for overlay in self.overlays.values().rev() {
+        for overlay in self.layers() {
             let Some(state) = overlay.state(id) else {
                 continue;
             };
@@ -215,7 +264,7 @@ impl RocksDbKeyedStateBackend {
         if from_db {
             base = self
                 .db
-                .get_cf(&self.cf(id)?, row)
+                .get_cf_opt(&self.cf(id)?, row, &self.base_read_options())
                 .map_err(RocksDbError::engine("read"))?
                 .map(Cow::Owned);
         }
@@ -237,35 +286,6 @@ impl RocksDbKeyedStateBackend {
                 what: "list payload",
             })
         }
-    }
-
-    /// The overlays of epochs `<= upto`, replayed oldest first into one batch.
-    fn fold_batch(&self, upto: Epoch) -> Result<WriteBatch> {
-        let mut batch = WriteBatch::default();
-        for overlay in self.overlays.range(..=upto).map(|(_, overlay)| overlay) {
-            for (id, state) in overlay.states() {
-                let cf = self.cf(id)?;
-                for prefix in state.cleared() {
-                    match prefix_end(prefix) {
-                        Some(end) => batch.delete_range_cf(&cf, prefix, end.as_slice()),
-                        None => {
-                            return Err(StateError::Corrupt {
-                                what: "map row prefix",
-                            }
-                            .into());
-                        }
-                    }
-                }
-                for (row, write) in state.writes() {
-                    match write {
-                        Write::Put(value) => batch.put_cf(&cf, row, value),
-                        Write::Delete => batch.delete_cf(&cf, row),
-                        Write::Append(items) => batch.merge_cf(&cf, row, items),
-                    }
-                }
-            }
-        }
-        Ok(batch)
     }
 }
 
@@ -311,6 +331,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         for dropped in self.epochs.begin(epoch, attempt)?.epochs {
             self.overlays.remove(&dropped);
         }
+        self.catch_up()?;
         Ok(())
     }
 
@@ -319,18 +340,37 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     }
 
     fn finalize_up_to(&mut self, epoch: Epoch) -> weir_state::Result<()> {
-        // Decide on a copy so a failed write leaves the epochs as they were.
+        // Decide on a copy so a failed hand-off leaves the epochs as they were.
         let mut epochs = self.epochs.clone();
         let decision = epochs.finalize_up_to(epoch)?;
         if epochs.last_final() == self.epochs.last_final() {
             return Ok(());
         }
-        let mut batch = self.fold_batch(epoch)?;
-        database::put_last_final(&self.db, &mut batch, epoch);
-        self.write_base(batch)?;
-        for folded in decision.epochs {
-            self.overlays.remove(&folded);
+        self.catch_up()?;
+        if self.unfolded.is_empty() {
+            self.base = Some(Arc::new(OwnedSnapshot::take(&self.db)));
         }
+        let folded: Vec<(Epoch, Arc<Overlay>)> = decision
+            .epochs
+            .iter()
+            .filter_map(|&final_epoch| {
+                let overlay = self.overlays.remove(&final_epoch)?;
+                Some((final_epoch, Arc::new(overlay)))
+            })
+            .collect();
+        let handed = folded.iter().map(|(_, overlay)| Arc::clone(overlay));
+        if let Err(err) = self
+            .folder
+            .hand_off(handed.collect(), self.cf_names.clone(), epoch)
+        {
+            for (final_epoch, overlay) in folded {
+                self.overlays
+                    .insert(final_epoch, Arc::unwrap_or_clone(overlay));
+            }
+            return Err(err.into());
+        }
+        self.unfolded
+            .extend(folded.into_iter().map(|(_, overlay)| overlay));
         self.epochs = epochs;
         Ok(())
     }
@@ -467,7 +507,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         // The newest write of each entry in the overlays above the newest clear.
         let mut written: BTreeMap<&[u8], &Write> = BTreeMap::new();
         let mut from_db = true;
-        for overlay in self.overlays.values().rev() {
+        for overlay in self.layers() {
             let Some(overlay) = overlay.state(state) else {
                 continue;
             };
@@ -480,7 +520,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
             }
         }
         if from_db {
-            let mut read_options = ReadOptions::default();
+            let mut read_options = self.base_read_options();
             if let Some(end) = prefix_end(&prefix) {
                 read_options.set_iterate_upper_bound(end);
             }
@@ -508,8 +548,14 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
 
     fn snapshot_sync(&mut self) -> weir_state::Result<Box<dyn FrozenKeyedState>> {
         self.epochs.check_all_final()?;
+        self.catch_up()?;
+        let snapshot = match &self.base {
+            Some(base) => Arc::clone(base),
+            None => Arc::new(OwnedSnapshot::take(&self.db)),
+        };
         Ok(Box::new(RocksDbFrozenState::new(
-            Arc::clone(&self.db),
+            snapshot,
+            self.unfolded.clone(),
             self.states.descriptors().to_vec(),
             self.cf_names.clone(),
             self.key_group_range,
@@ -518,7 +564,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     }
 
     fn ingest(&mut self, entry: StateEntry<'_>) -> weir_state::Result<()> {
-        self.epochs.check_all_final()?;
+        self.settle()?;
         let access = Access::of_payload(&entry.payload);
         let key = StateKey {
             key_group: entry.key_group,
@@ -542,5 +588,209 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
             .put_cf_opt(&cf, row, value, &self.write_options)
             .map_err(RocksDbError::engine("ingest"))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use weir_state::push_list_item;
+    use weir_types::{KeyGroup, ValueType};
+
+    use super::*;
+
+    const MAX: u32 = 16;
+
+    fn list(items: &[&[u8]]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for item in items {
+            push_list_item(item, &mut payload);
+        }
+        payload
+    }
+
+    fn dump(frozen: &dyn FrozenKeyedState) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for kg in frozen.key_group_range().iter() {
+            frozen
+                .for_each_entry(kg, &mut |e| {
+                    let line = format!("{} {:?} {:?}", e.state.0, e.key, e.payload);
+                    assert!(out.insert(line), "an entry is visited once");
+                    Ok(())
+                })
+                .expect("scan");
+        }
+        out
+    }
+
+    /// Runs `work` on `keys` as epoch `epoch`, then commits it.
+    fn epoch(
+        b: &mut RocksDbKeyedStateBackend,
+        epoch: u64,
+        keys: std::ops::Range<u16>,
+        mut work: impl FnMut(&mut RocksDbKeyedStateBackend, StateKey<'_>),
+    ) {
+        b.begin_epoch(Epoch(epoch), Attempt(0)).expect("begin");
+        for i in keys {
+            let key = format!("k{i}").into_bytes();
+            work(b, StateKey::new(KeyGroup(i % 16), &key));
+        }
+        b.commit_epoch(Epoch(epoch), Attempt(0)).expect("commit");
+    }
+
+    /// The merged view (a database snapshot plus final epochs not yet folded
+    /// into it) holds exactly what the database holds once they are folded,
+    /// for every way a later epoch can change an earlier write.
+    #[test]
+    fn a_view_over_unfolded_epochs_equals_the_folded_database() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let max = MaxParallelism::new(MAX).expect("valid");
+        let mut b =
+            RocksDbKeyedStateBackend::open(RocksDbOptions::new(dir.path(), max, max.full_range()))
+                .expect("open");
+        let d = |name: &str, kind| StateDescriptor::new(name, kind, ValueType::Int64).expect("ok");
+        let value = b.register_state(&d("value", StateKind::Value)).expect("ok");
+        let items = b.register_state(&d("list", StateKind::List)).expect("ok");
+        let map = b
+            .register_state(
+                &StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("ok"),
+            )
+            .expect("ok");
+
+        epoch(&mut b, 1, 0..40, |b, k| {
+            b.put_value(value, k, b"v1").expect("put");
+            b.append_list(items, k, &list(&[b"a"])).expect("append");
+            b.map_put(map, k, b"u1", b"m1").expect("put");
+            b.map_put(map, k, b"u2", b"m1").expect("put");
+        });
+        b.finalize_up_to(Epoch(1)).expect("finalize");
+        b.settle().expect("settle");
+        let before = Arc::new(OwnedSnapshot::take(&b.db));
+
+        epoch(&mut b, 2, 0..45, |b, k| {
+            let i: u16 = std::str::from_utf8(&k.key[1..])
+                .expect("utf8")
+                .parse()
+                .expect("n");
+            match i {
+                0..5 => {
+                    b.put_value(value, k, b"v2").expect("put");
+                    b.append_list(items, k, &list(&[b"b"])).expect("append");
+                    b.clear(map, k).expect("clear");
+                    b.map_put(map, k, b"u3", b"m2").expect("put");
+                }
+                5..10 => {
+                    b.clear(value, k).expect("clear");
+                    b.replace_list(items, k, &list(&[b"r"])).expect("replace");
+                    b.map_remove(map, k, b"u1").expect("remove");
+                }
+                10..15 => {
+                    b.clear(items, k).expect("clear");
+                    b.map_put(map, k, b"u1", b"m2").expect("put");
+                }
+                40.. => {
+                    b.put_value(value, k, b"new").expect("put");
+                    b.map_put(map, k, b"u9", b"new").expect("put");
+                }
+                _ => {}
+            }
+        });
+        epoch(&mut b, 3, 0..48, |b, k| {
+            let i: u16 = std::str::from_utf8(&k.key[1..])
+                .expect("utf8")
+                .parse()
+                .expect("n");
+            if i < 20 || i >= 45 {
+                b.append_list(items, k, &list(&[b"c"])).expect("append");
+            }
+            if (3..8).contains(&i) {
+                b.clear(map, k).expect("clear");
+            }
+            if (6..8).contains(&i) {
+                b.map_put(map, k, b"u4", b"m3").expect("put");
+            }
+            if (40..42).contains(&i) {
+                b.clear(value, k).expect("clear");
+            }
+        });
+        let unfolded: Vec<Arc<Overlay>> = b
+            .overlays
+            .values()
+            .map(|overlay| Arc::new(overlay.clone()))
+            .collect();
+        b.finalize_up_to(Epoch(3)).expect("finalize");
+        b.settle().expect("settle");
+
+        let folded = dump(b.snapshot_sync().expect("snapshot").as_ref());
+        let merged = RocksDbFrozenState::new(
+            before,
+            unfolded,
+            b.descriptors().to_vec(),
+            b.cf_names.clone(),
+            b.key_group_range(),
+            b.max_parallelism(),
+        );
+        assert_eq!(dump(&merged), folded);
+        // Spot checks that the scenario did what it says.
+        let k = |i: u16| format!("k{i}").into_bytes();
+        let line = |state: StateId, i: u16, payload: EntryPayload<'_>| {
+            format!("{} {:?} {:?}", state.0, k(i), payload)
+        };
+        let abc = list(&[b"a", b"b", b"c"]);
+        assert!(folded.contains(&line(items, 0, EntryPayload::List(&abc))));
+        let rc = list(&[b"r", b"c"]);
+        assert!(folded.contains(&line(items, 7, EntryPayload::List(&rc))));
+        let c = list(&[b"c"]);
+        assert!(folded.contains(&line(items, 12, EntryPayload::List(&c))));
+        assert!(folded.contains(&line(items, 46, EntryPayload::List(&c))));
+        let u4 = EntryPayload::MapEntry {
+            user_key: b"u4",
+            value: b"m3",
+        };
+        assert!(folded.contains(&line(map, 6, u4)));
+        assert_eq!(
+            folded
+                .iter()
+                .filter(|l| l.starts_with(&format!("{} {:?}", map.0, k(3))))
+                .count(),
+            0
+        );
+        assert!(!folded.contains(&line(value, 40, EntryPayload::Value(b"new"))));
+        assert!(folded.contains(&line(value, 43, EntryPayload::Value(b"new"))));
+    }
+
+    /// Reads between a finalize and the fold thread's write see each write
+    /// once, and the backend reads the database again afterwards.
+    #[test]
+    fn reads_see_final_epochs_once_while_and_after_they_are_folded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let max = MaxParallelism::new(MAX).expect("valid");
+        let mut b =
+            RocksDbKeyedStateBackend::open(RocksDbOptions::new(dir.path(), max, max.full_range()))
+                .expect("open");
+        let items = b
+            .register_state(
+                &StateDescriptor::new("list", StateKind::List, ValueType::Int64).expect("ok"),
+            )
+            .expect("ok");
+        let key = StateKey::new(KeyGroup(1), b"k");
+        let mut expected: Vec<&[u8]> = Vec::new();
+        for e in 1..=30u64 {
+            b.begin_epoch(Epoch(e), Attempt(0)).expect("begin");
+            b.append_list(items, key, &list(&[b"x"])).expect("append");
+            b.commit_epoch(Epoch(e), Attempt(0)).expect("commit");
+            b.finalize_up_to(Epoch(e)).expect("finalize");
+            expected.push(b"x");
+            let read = b.get_list(items, key).expect("read").map(Cow::into_owned);
+            assert_eq!(read, Some(list(&expected)), "after epoch {e}");
+        }
+        b.settle().expect("settle");
+        assert!(b.unfolded.is_empty() && b.base.is_none());
+        assert_eq!(
+            b.get_list(items, key).expect("read").map(Cow::into_owned),
+            Some(list(&expected))
+        );
+        assert_eq!(b.last_final_epoch(), Some(Epoch(30)));
     }
 }

@@ -90,7 +90,7 @@ impl RocksDbKeyedStateBackend {
     /// RocksDB flushes the memtables first, then hard-links the SST files
     /// when `dir` is on the same file system (copies otherwise).
     pub fn native_checkpoint(&mut self, dir: &Path) -> Result<NativeCheckpoint> {
-        self.check_all_final()?;
+        self.settle()?;
         Checkpoint::new(self.db())
             .and_then(|checkpoint| checkpoint.create_checkpoint(dir))
             .map_err(RocksDbError::engine("create checkpoint"))?;

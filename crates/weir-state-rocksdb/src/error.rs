@@ -90,6 +90,13 @@ pub enum RocksDbError {
     /// A restore without any checkpoint directory.
     #[error("restore needs at least one checkpoint directory")]
     NoSources,
+    /// Writing final epochs into the database failed on the fold thread; the
+    /// backend takes no more final epochs (restore it from a checkpoint).
+    #[error("writing final epochs into the database failed: {message}")]
+    FoldFailed {
+        /// What RocksDB reported.
+        message: String,
+    },
     /// A state-level error (kinds, ranges, epochs, duplicates).
     #[error(transparent)]
     State(#[from] StateError),

@@ -1,11 +1,14 @@
 //! The synchronous snapshot part of the RocksDB backend: a RocksDB snapshot
-//! (a sequence number; no data is copied and nothing is flushed) that the
-//! asynchronous part reads key group by key group.
+//! (a sequence number; no data is copied and nothing is flushed) plus the
+//! final epochs the fold thread has not written into it yet, which the
+//! asynchronous part reads key group by key group, merged.
 //!
-//! The snapshot borrows the database, so the view owns an `Arc` of it and
-//! ties the snapshot to that owner with `self_cell`; the database stays open
-//! for as long as any view exists. This module only reads.
+//! The snapshot borrows the database, so it owns an `Arc` of it and ties the
+//! snapshot to that owner with `self_cell`; the database stays open for as
+//! long as any view exists. This module only reads.
 
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rocksdb::{ReadOptions, SnapshotWithThreadMode};
@@ -15,22 +18,37 @@ use weir_types::{KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, State
 use crate::database::Db;
 use crate::error::RocksDbError;
 use crate::key::{decode_row_key, key_group_bound};
+use crate::overlay::{Overlay, Write};
 
 type DbSnapshot<'db> = SnapshotWithThreadMode<'db, Db>;
 
 self_cell::self_cell!(
     /// A RocksDB snapshot together with the database it reads.
-    struct OwnedSnapshot {
+    pub(crate) struct OwnedSnapshot {
         owner: Arc<Db>,
         #[covariant]
         dependent: DbSnapshot,
     }
 );
 
+impl OwnedSnapshot {
+    /// A snapshot of `db` now.
+    pub(crate) fn take(db: &Arc<Db>) -> Self {
+        Self::new(Arc::clone(db), |db| db.snapshot())
+    }
+
+    /// Makes `options` read at this snapshot (while it lives).
+    pub(crate) fn read_at(&self, options: &mut ReadOptions) {
+        self.with_dependent(|_, snapshot| options.set_snapshot(snapshot));
+    }
+}
+
 /// An immutable view of a [`RocksDbKeyedStateBackend`](crate::RocksDbKeyedStateBackend)
 /// at the moment of `snapshot_sync`; later writes never show through it.
 pub struct RocksDbFrozenState {
-    snapshot: OwnedSnapshot,
+    snapshot: Arc<OwnedSnapshot>,
+    /// Final epochs that `snapshot` does not hold yet, oldest first.
+    unfolded: Vec<Arc<Overlay>>,
     descriptors: Vec<StateDescriptor>,
     cf_names: Vec<String>,
     key_group_range: KeyGroupRange,
@@ -38,22 +56,175 @@ pub struct RocksDbFrozenState {
 }
 
 impl RocksDbFrozenState {
-    /// Takes a snapshot of `db` now.
+    /// The view of `snapshot` with `unfolded` applied on top.
     pub(crate) fn new(
-        db: Arc<Db>,
+        snapshot: Arc<OwnedSnapshot>,
+        unfolded: Vec<Arc<Overlay>>,
         descriptors: Vec<StateDescriptor>,
         cf_names: Vec<String>,
         key_group_range: KeyGroupRange,
         max_parallelism: MaxParallelism,
     ) -> Self {
         Self {
-            snapshot: OwnedSnapshot::new(db, |db| db.snapshot()),
+            snapshot,
+            unfolded,
             descriptors,
             cf_names,
             key_group_range,
             max_parallelism,
         }
     }
+
+    /// Visits the entries of one state in `key_group`: the snapshot's rows
+    /// with the unfolded epochs' writes applied.
+    fn for_each_state_entry(
+        &self,
+        state: StateId,
+        key_group: KeyGroup,
+        visit: &mut dyn FnMut(StateEntry<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let descriptor = &self.descriptors[state.0 as usize];
+        let cf_name = &self.cf_names[state.0 as usize];
+        let start = key_group_bound(key_group.0.into());
+        let end = key_group_bound(u32::from(key_group.0) + 1);
+        let mut pending = PendingWrites::collect(&self.unfolded, state, &start, &end);
+        let visit_row =
+            &mut |row: &[u8], value: &[u8]| emit(descriptor.kind, state, row, value, visit);
+        let db = self.snapshot.borrow_owner();
+        let cf = db.cf_handle(cf_name).ok_or_else(|| StateError::Storage {
+            message: format!("column family {cf_name} is missing"),
+        })?;
+        let mut read_options = ReadOptions::default();
+        // A snapshot scan reads everything once; keep the cache for the live job.
+        read_options.fill_cache(false);
+        read_options.set_iterate_lower_bound(start.clone());
+        read_options.set_iterate_upper_bound(end.clone());
+        self.snapshot.read_at(&mut read_options);
+        let mut rows = db.raw_iterator_cf_opt(&cf, read_options);
+        rows.seek_to_first();
+        while let (Some(row), Some(value)) = (rows.key(), rows.value()) {
+            match pending.take(row) {
+                Some(Effect::Put(value)) => visit_row(row, &value)?,
+                Some(Effect::Delete) => {}
+                Some(Effect::Append(items)) => visit_row(row, &[value, &items].concat())?,
+                None if pending.hides(descriptor.kind, row)? => {}
+                None => visit_row(row, value)?,
+            }
+            rows.next();
+        }
+        rows.status()
+            .map_err(RocksDbError::engine("scan snapshot"))
+            .map_err(StateError::from)?;
+        for (row, effect) in pending.effects {
+            match effect {
+                Effect::Put(value) | Effect::Append(value) => visit_row(row, &value)?,
+                Effect::Delete => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the unfolded epochs did to one row, all of them together.
+enum Effect<'a> {
+    Put(Cow<'a, [u8]>),
+    Delete,
+    /// List items after whatever the snapshot holds.
+    Append(Cow<'a, [u8]>),
+}
+
+/// The unfolded epochs' writes to one state in one key group.
+struct PendingWrites<'a> {
+    effects: BTreeMap<&'a [u8], Effect<'a>>,
+    /// Map row prefixes whose older entries are gone.
+    cleared: BTreeSet<&'a [u8]>,
+}
+
+impl<'a> PendingWrites<'a> {
+    /// Replays `overlays` (oldest first) for the rows in `[start, end)`.
+    fn collect(
+        overlays: &'a [Arc<Overlay>],
+        state: StateId,
+        start: &'a [u8],
+        end: &'a [u8],
+    ) -> Self {
+        let mut effects: BTreeMap<&'a [u8], Effect<'a>> = BTreeMap::new();
+        let mut cleared = BTreeSet::new();
+        for overlay in overlays {
+            let Some(writes) = overlay.state(state) else {
+                continue;
+            };
+            // An overlay's writes all follow its clears (see `StateOverlay`).
+            for prefix in writes.cleared_between(start, end) {
+                effects.retain(|row, _| !row.starts_with(prefix));
+                cleared.insert(prefix);
+            }
+            for (row, write) in writes.writes_between(start, end) {
+                let effect = match (write, effects.remove(row)) {
+                    (Write::Put(value), _) => Effect::Put(Cow::Borrowed(value)),
+                    (Write::Delete, _) => Effect::Delete,
+                    (Write::Append(items), Some(Effect::Put(mut value))) => {
+                        value.to_mut().extend_from_slice(items);
+                        Effect::Put(value)
+                    }
+                    (Write::Append(items), Some(Effect::Delete)) => {
+                        Effect::Put(Cow::Borrowed(items))
+                    }
+                    (Write::Append(items), Some(Effect::Append(mut earlier))) => {
+                        earlier.to_mut().extend_from_slice(items);
+                        Effect::Append(earlier)
+                    }
+                    (Write::Append(items), None) => Effect::Append(Cow::Borrowed(items)),
+                };
+                effects.insert(row, effect);
+            }
+        }
+        Self { effects, cleared }
+    }
+
+    /// The effect on `row`, which the caller then applies.
+    fn take(&mut self, row: &[u8]) -> Option<Effect<'a>> {
+        self.effects.remove(row)
+    }
+
+    /// Whether a clear of the row's map entries hides the snapshot's `row`.
+    fn hides(&self, kind: StateKind, row: &[u8]) -> Result<bool> {
+        if kind != StateKind::Map || self.cleared.is_empty() {
+            return Ok(false);
+        }
+        let decoded = decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
+        let prefix = &row[..row.len() - decoded.user_key.len()];
+        Ok(self.cleared.contains(prefix))
+    }
+}
+
+/// Visits one stored row as a canonical entry (empty lists are no entry).
+fn emit(
+    kind: StateKind,
+    state: StateId,
+    row: &[u8],
+    value: &[u8],
+    visit: &mut dyn FnMut(StateEntry<'_>) -> Result<()>,
+) -> Result<()> {
+    let decoded = decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
+    let payload = match kind {
+        StateKind::Map => EntryPayload::MapEntry {
+            user_key: decoded.user_key,
+            value,
+        },
+        StateKind::List if value.is_empty() => return Ok(()),
+        StateKind::List => EntryPayload::List(value),
+        StateKind::Value | StateKind::Reducing | StateKind::Aggregating => {
+            EntryPayload::Value(value)
+        }
+    };
+    visit(StateEntry {
+        state,
+        key_group: decoded.key_group,
+        key: decoded.key,
+        namespace: decoded.namespace,
+        payload,
+    })
 }
 
 impl FrozenKeyedState for RocksDbFrozenState {
@@ -80,53 +251,10 @@ impl FrozenKeyedState for RocksDbFrozenState {
                 range: self.key_group_range,
             });
         }
-        self.snapshot.with_dependent(|db, snapshot| {
-            for (index, (descriptor, cf_name)) in
-                self.descriptors.iter().zip(&self.cf_names).enumerate()
-            {
-                let state =
-                    StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
-                let cf = db.cf_handle(cf_name).ok_or_else(|| StateError::Storage {
-                    message: format!("column family {cf_name} is missing"),
-                })?;
-                let mut read_options = ReadOptions::default();
-                // A snapshot scan reads everything once; keep the cache for the live job.
-                read_options.fill_cache(false);
-                read_options.set_iterate_lower_bound(key_group_bound(key_group.0.into()));
-                read_options.set_iterate_upper_bound(key_group_bound(u32::from(key_group.0) + 1));
-                let mut rows = snapshot.raw_iterator_cf_opt(&cf, read_options);
-                rows.seek_to_first();
-                while let (Some(row), Some(value)) = (rows.key(), rows.value()) {
-                    let decoded =
-                        decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
-                    let payload = match descriptor.kind {
-                        StateKind::Map => EntryPayload::MapEntry {
-                            user_key: decoded.user_key,
-                            value,
-                        },
-                        StateKind::List => EntryPayload::List(value),
-                        StateKind::Value | StateKind::Reducing | StateKind::Aggregating => {
-                            EntryPayload::Value(value)
-                        }
-                    };
-                    let empty_list =
-                        matches!(payload, EntryPayload::List(items) if items.is_empty());
-                    if !empty_list {
-                        visit(StateEntry {
-                            state,
-                            key_group: decoded.key_group,
-                            key: decoded.key,
-                            namespace: decoded.namespace,
-                            payload,
-                        })?;
-                    }
-                    rows.next();
-                }
-                rows.status()
-                    .map_err(RocksDbError::engine("scan snapshot"))
-                    .map_err(StateError::from)?;
-            }
-            Ok(())
-        })
+        for index in 0..self.descriptors.len() {
+            let state = StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
+            self.for_each_state_entry(state, key_group, visit)?;
+        }
+        Ok(())
     }
 }

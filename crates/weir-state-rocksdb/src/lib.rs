@@ -38,6 +38,7 @@ mod backend;
 mod checkpoint;
 mod database;
 mod error;
+mod fold;
 mod frozen;
 mod key;
 mod options;

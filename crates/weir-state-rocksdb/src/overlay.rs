@@ -102,6 +102,28 @@ impl StateOverlay {
     pub fn cleared(&self) -> impl Iterator<Item = &[u8]> {
         self.cleared.iter().map(Vec::as_slice)
     }
+
+    /// This epoch's writes to rows in `[start, end)`, in key order.
+    pub fn writes_between<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: &'a [u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
+        self.writes
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(|(row, write)| (row.as_slice(), write))
+    }
+
+    /// The cleared prefixes in `[start, end)`.
+    pub fn cleared_between<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: &'a [u8],
+    ) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.cleared
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(Vec::as_slice)
+    }
 }
 
 /// One epoch's writes to every state.

@@ -44,6 +44,9 @@ pub enum BenchError {
     /// The command line asks for something impossible.
     #[error("{0}")]
     Usage(String),
+    /// This system does not report resident memory the way Linux does.
+    #[error("cannot measure memory: {0}")]
+    Memory(String),
 }
 
 /// The benchmark's result type.

@@ -14,6 +14,7 @@ use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex}
 
 use crate::Backend;
 use crate::error::{Result, io};
+use crate::memory;
 use crate::report::{Records, mib_s, ms, percentile};
 use crate::storage;
 use crate::workload::{self, Keys};
@@ -31,6 +32,11 @@ pub struct Rounds {
 
 /// Every `EVERY`-th key changes per round: 1%.
 const EVERY: usize = 100;
+
+/// Bytes in a MiB.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20)
+}
 
 /// Keys checked after each restore.
 const VERIFIED_KEYS: usize = 2_000;
@@ -61,6 +67,8 @@ pub fn run(
     let state = subtask.register_state(&workload::descriptor()?)?;
     subtask.set_key_types(workload::key_types())?;
 
+    memory::reset_peak()?;
+    let before = memory::resident()?;
     let started = Instant::now();
     workload::epoch(
         &mut subtask,
@@ -70,6 +78,7 @@ pub fn run(
         workload::LOAD_ROUND,
     )?;
     subtask.finalize_all()?;
+    let loaded = memory::resident()?;
     out.add(
         "load",
         name,
@@ -115,6 +124,20 @@ pub fn run(
             runtime.block_on(checkpoints.discard(previous))?;
         }
     }
+    // The subtask's peak: loading, 1% epochs, snapshots and their uploads
+    // (before the restores below, which open a second operator).
+    let peak = memory::resident()?.peak;
+    out.add("memory", name, n, "rss_before_load", mib(before.current), "MiB");
+    out.add("memory", name, n, "rss_loaded", mib(loaded.current), "MiB");
+    out.add("memory", name, n, "rss_peak", mib(peak), "MiB");
+    out.add(
+        "memory",
+        name,
+        n,
+        "peak_bytes_per_key",
+        peak.saturating_sub(before.current) as f64 / n as f64,
+        "bytes/key",
+    );
     out.add_percentiles("sync_pause", name, n, "pause", &pauses);
     out.add_percentiles("sync_pause", name, n, "finalize", &finalizes);
     out.add_percentiles("sync_pause", name, n, "snapshot_sync", &syncs);

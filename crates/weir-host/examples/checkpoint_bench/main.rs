@@ -15,6 +15,7 @@
 mod error;
 mod full_checkpoints;
 mod incremental;
+mod memory;
 mod report;
 mod rescale;
 mod storage;

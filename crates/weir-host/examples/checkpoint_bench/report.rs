@@ -8,7 +8,8 @@ use serde::Serialize;
 /// One measured number.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
-    /// `sync_pause`, `async_upload`, `incremental`, `restore` or `rescale`.
+    /// `load`, `memory`, `sync_pause`, `async_upload`, `incremental`,
+    /// `restore` or `rescale`.
     pub benchmark: &'static str,
     /// `heap` or `rocksdb`.
     pub backend: &'static str,
@@ -18,7 +19,8 @@ pub struct Record {
     pub metric: String,
     /// The number.
     pub value: f64,
-    /// Its unit (`ms`, `s`, `bytes`, `MiB/s`, `ratio`, `count`).
+    /// Its unit (`ms`, `s`, `bytes`, `bytes/key`, `MiB`, `MiB/s`, `ratio`,
+    /// `count`).
     pub unit: &'static str,
 }
 

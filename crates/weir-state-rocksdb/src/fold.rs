@@ -1,0 +1,226 @@
+//! Folding final epochs into the database on a thread of their own, so that
+//! neither a checkpoint's synchronous part nor the next epoch waits for
+//! RocksDB to take the writes.
+//!
+//! The backend hands the overlays of newly final epochs to the [`Folder`] in
+//! epoch order. Its thread replays each hand-off, oldest overlay first, as one
+//! `WriteBatch` together with the new last final epoch (so the database always
+//! holds exactly a final cut) and counts it as applied. Until the backend sees
+//! every hand-off applied it keeps reading those overlays from memory, above a
+//! database snapshot taken before the first of them was handed off: a read
+//! then never sees a write twice (list appends are merges) nor misses one.
+//! A hand-off that fails stops the thread; every later call reports it.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use rocksdb::{WriteBatch, WriteOptions};
+use weir_state::{StateError, StateId};
+use weir_types::Epoch;
+
+use crate::database::{self, Db};
+use crate::error::{Result, RocksDbError};
+use crate::key::prefix_end;
+use crate::overlay::{Overlay, Write};
+
+/// The overlays of epochs that just became final, oldest first.
+struct HandOff {
+    overlays: Vec<Arc<Overlay>>,
+    /// Column family names by state id, as registered at the hand-off.
+    cf_names: Vec<String>,
+    last_final: Epoch,
+}
+
+/// How far the thread got.
+#[derive(Debug, Default)]
+struct Applied {
+    count: u64,
+    failure: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    applied: Mutex<Applied>,
+    changed: Condvar,
+}
+
+impl Progress {
+    fn lock(&self) -> MutexGuard<'_, Applied> {
+        self.applied.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The background writer of one backend's final epochs.
+pub(crate) struct Folder {
+    hand_offs: Option<Sender<HandOff>>,
+    progress: Arc<Progress>,
+    thread: Option<JoinHandle<()>>,
+    handed: u64,
+}
+
+impl Folder {
+    /// Starts the thread that writes into `db`.
+    pub fn start(db: Arc<Db>) -> Result<Self> {
+        let (sender, receiver) = mpsc::channel();
+        let progress = Arc::new(Progress::default());
+        let shared = Arc::clone(&progress);
+        let thread = std::thread::Builder::new()
+            .name("weir-rocksdb-fold".to_owned())
+            .spawn(move || fold_all(&db, &receiver, &shared))
+            .map_err(RocksDbError::io("start the fold thread of", "the database"))?;
+        Ok(Self {
+            hand_offs: Some(sender),
+            progress,
+            thread: Some(thread),
+            handed: 0,
+        })
+    }
+
+    /// Queues `overlays` (oldest first) to be written with `last_final`.
+    pub fn hand_off(
+        &mut self,
+        overlays: Vec<Arc<Overlay>>,
+        cf_names: Vec<String>,
+        last_final: Epoch,
+    ) -> Result<()> {
+        self.check()?;
+        let sent = self.hand_offs.as_ref().is_some_and(|hand_offs| {
+            hand_offs
+                .send(HandOff {
+                    overlays,
+                    cf_names,
+                    last_final,
+                })
+                .is_ok()
+        });
+        if !sent {
+            return Err(self.failure().unwrap_or_else(|| RocksDbError::FoldFailed {
+                message: "the fold thread has stopped".to_owned(),
+            }));
+        }
+        self.handed += 1;
+        Ok(())
+    }
+
+    /// Whether every hand-off is in the database; an error if one failed.
+    pub fn all_applied(&self) -> Result<bool> {
+        let applied = self.progress.lock();
+        match &applied.failure {
+            Some(message) => Err(failed(message)),
+            None => Ok(applied.count == self.handed),
+        }
+    }
+
+    /// Waits until every hand-off is in the database.
+    pub fn wait(&self) -> Result<()> {
+        let mut applied = self.progress.lock();
+        loop {
+            if let Some(message) = &applied.failure {
+                return Err(failed(message));
+            }
+            if applied.count == self.handed {
+                return Ok(());
+            }
+            applied = self
+                .progress
+                .changed
+                .wait(applied)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Fails if a hand-off failed.
+    fn check(&self) -> Result<()> {
+        self.failure().map_or(Ok(()), Err)
+    }
+
+    fn failure(&self) -> Option<RocksDbError> {
+        self.progress.lock().failure.as_deref().map(failed)
+    }
+}
+
+impl Drop for Folder {
+    /// Lets the thread write what it was handed, then joins it: the database
+    /// closes with every final epoch in it.
+    fn drop(&mut self) {
+        drop(self.hand_offs.take());
+        if let Some(thread) = self.thread.take() {
+            // A panic on the thread was already recorded as nothing applied;
+            // there is nobody left to tell.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn failed(message: &str) -> RocksDbError {
+    RocksDbError::FoldFailed {
+        message: message.to_owned(),
+    }
+}
+
+/// The thread's body: applies hand-offs in order until the backend is
+/// dropped or one fails.
+fn fold_all(db: &Db, hand_offs: &Receiver<HandOff>, progress: &Progress) {
+    let mut options = WriteOptions::default();
+    options.disable_wal(true);
+    for hand_off in hand_offs {
+        let outcome = fold_batch(db, &hand_off).and_then(|batch| {
+            db.write_opt(batch, &options)
+                .map_err(RocksDbError::engine("write final epochs"))
+        });
+        let mut applied = progress.lock();
+        let stop = match outcome {
+            Ok(()) => {
+                applied.count += 1;
+                false
+            }
+            Err(err) => {
+                applied.failure = Some(err.to_string());
+                true
+            }
+        };
+        drop(applied);
+        progress.changed.notify_all();
+        if stop {
+            return;
+        }
+    }
+}
+
+/// The overlays of a hand-off, replayed oldest first into one batch, with
+/// the new last final epoch.
+fn fold_batch(db: &Db, hand_off: &HandOff) -> Result<WriteBatch> {
+    let mut batch = WriteBatch::default();
+    for overlay in &hand_off.overlays {
+        for (id, state) in overlay.states() {
+            let cf = column_family(db, &hand_off.cf_names, id)?;
+            for prefix in state.cleared() {
+                let end = prefix_end(prefix).ok_or(StateError::Corrupt {
+                    what: "map row prefix",
+                })?;
+                batch.delete_range_cf(&cf, prefix, end.as_slice());
+            }
+            for (row, write) in state.writes() {
+                match write {
+                    Write::Put(value) => batch.put_cf(&cf, row, value),
+                    Write::Delete => batch.delete_cf(&cf, row),
+                    Write::Append(items) => batch.merge_cf(&cf, row, items),
+                }
+            }
+        }
+    }
+    database::put_last_final(db, &mut batch, hand_off.last_final);
+    Ok(batch)
+}
+
+fn column_family<'db>(
+    db: &'db Db,
+    cf_names: &[String],
+    id: StateId,
+) -> Result<Arc<rocksdb::BoundColumnFamily<'db>>> {
+    cf_names
+        .get(id.0 as usize)
+        .and_then(|name| db.cf_handle(name))
+        .ok_or_else(|| StateError::UnknownState(id).into())
+}
