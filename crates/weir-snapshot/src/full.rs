@@ -1,9 +1,10 @@
 //! The asynchronous part of a full snapshot: serialize a frozen view into a
 //! snapshot file and stream it to the object store.
 //!
-//! Serialization is CPU work, so it runs on a blocking thread that feeds
+//! Serialization is CPU work, so it runs on a blocking thread (and the
+//! encoding threads it starts, one key group each at a time) that feeds
 //! chunks (one key group each) through a small channel to the upload; memory
-//! stays bounded by the channel, the part size and the largest key group.
+//! stays bounded by the channel, the part size and the largest key groups.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,7 +48,22 @@ pub struct FullSnapshotOptions {
     /// Multipart upload part size in bytes (stores want at least 5 MiB for
     /// every part but the last).
     pub part_size: usize,
+    /// Threads that encode and compress key groups at once (1: the upload's
+    /// own blocking thread only).
+    pub encode_threads: usize,
 }
+
+impl FullSnapshotOptions {
+    /// The default for [`encode_threads`](Self::encode_threads): the cores
+    /// there are, up to [`MAX_ENCODE_THREADS`].
+    pub fn default_encode_threads() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_ENCODE_THREADS))
+    }
+}
+
+/// More encoding threads than this gain little: the upload and the disk
+/// become the limit.
+pub const MAX_ENCODE_THREADS: usize = 4;
 
 impl Default for FullSnapshotOptions {
     fn default() -> Self {
@@ -55,6 +71,7 @@ impl Default for FullSnapshotOptions {
             compression: Compression::default(),
             key_types: None,
             part_size: 8 << 20,
+            encode_threads: Self::default_encode_threads(),
         }
     }
 }
@@ -117,7 +134,7 @@ impl FullSnapshotJob {
         let (tx, mut rx) = mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
         let stop = cancel.clone();
         let encoding = tokio::task::spawn_blocking(move || {
-            encode_frozen(&*frozen, header, &mut |chunk| {
+            encode_frozen(&*frozen, header, options.encode_threads, &mut |chunk| {
                 if stop.is_cancelled() {
                     return Err(SnapshotError::Cancelled);
                 }

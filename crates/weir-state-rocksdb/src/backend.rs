@@ -701,7 +701,7 @@ mod tests {
                 .expect("utf8")
                 .parse()
                 .expect("n");
-            if i < 20 || i >= 45 {
+            if !(20..45).contains(&i) {
                 b.append_list(items, k, &list(&[b"c"])).expect("append");
             }
             if (3..8).contains(&i) {

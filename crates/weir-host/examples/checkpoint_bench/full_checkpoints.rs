@@ -127,7 +127,14 @@ pub fn run(
     // The subtask's peak: loading, 1% epochs, snapshots and their uploads
     // (before the restores below, which open a second operator).
     let peak = memory::resident()?.peak;
-    out.add("memory", name, n, "rss_before_load", mib(before.current), "MiB");
+    out.add(
+        "memory",
+        name,
+        n,
+        "rss_before_load",
+        mib(before.current),
+        "MiB",
+    );
     out.add("memory", name, n, "rss_loaded", mib(loaded.current), "MiB");
     out.add("memory", name, n, "rss_peak", mib(peak), "MiB");
     out.add(

@@ -49,6 +49,10 @@ struct Args {
         default_value = "10000,100000,1000000,10000000"
     )]
     sizes: Vec<u64>,
+    /// The backends to run, comma-separated (`heap`, `rocksdb`). One backend
+    /// per process gives each a resident-memory baseline of its own.
+    #[arg(long, value_delimiter = ',', default_value = "heap,rocksdb")]
+    backends: Vec<BackendName>,
     /// Largest size run on RocksDB (larger sizes are skipped there, and say so).
     #[arg(long, default_value_t = u64::MAX)]
     rocksdb_max_keys: u64,
@@ -64,6 +68,13 @@ struct Args {
     /// The number of key groups.
     #[arg(long, default_value_t = 128)]
     max_parallelism: u32,
+}
+
+/// A backend as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendName {
+    Heap,
+    Rocksdb,
 }
 
 /// A keyed state backend and its name in the results.
@@ -119,8 +130,13 @@ fn run(args: &Args) -> Result<()> {
             uploads: args.uploads.min(args.snapshots),
             restores: if n >= 10_000_000 { 1 } else { args.restores },
         };
-        for spec in [BackendSpec::Heap, BackendSpec::RocksDb] {
-            let rocksdb = spec == BackendSpec::RocksDb;
+        for &chosen in &args.backends {
+            let rocksdb = chosen == BackendName::Rocksdb;
+            let spec = if rocksdb {
+                BackendSpec::RocksDb
+            } else {
+                BackendSpec::Heap
+            };
             let backend = Backend {
                 name: if rocksdb { "rocksdb" } else { "heap" },
                 spec,

@@ -13,6 +13,7 @@ mod compression;
 mod encoder;
 mod header;
 pub mod layout;
+mod parallel;
 
 pub use compression::{Compression, MAX_BLOCK_RAW_LEN, MAX_EXPANSION};
 pub use encoder::{EncodedFile, SnapshotEncoder, encode_frozen};

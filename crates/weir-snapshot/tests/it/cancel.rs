@@ -80,6 +80,7 @@ fn options() -> FullSnapshotOptions {
         compression: Compression::None,
         key_types: None,
         part_size: 64,
+        encode_threads: 2,
     }
 }
 
@@ -150,4 +151,37 @@ async fn completed_future_resolves_at_once() {
     let canceled = weir_snapshot::SnapshotFuture::completed(outcome);
     canceled.cancel();
     assert!(matches!(canceled.await, Err(SnapshotError::Cancelled)));
+}
+
+/// A sink that fails part way stops the encoding threads and the error comes
+/// back; nothing waits for key groups that will never be placed.
+#[test]
+fn a_failing_sink_stops_every_encoding_thread() {
+    let mut backend = filled_backend(1, 0);
+    backend.finalize_up_to(weir_types::Epoch(1)).expect("final");
+    let frozen = backend.snapshot_sync().expect("all epochs final");
+    let header = weir_snapshot::format::SnapshotHeader {
+        max_parallelism: max(),
+        key_group_range: frozen.key_group_range(),
+        descriptors: frozen.descriptors().to_vec(),
+        key_types: None,
+        compression: Compression::Zstd,
+    };
+    for threads in [1, 2, 4] {
+        let mut chunks = 0;
+        let result =
+            weir_snapshot::format::encode_frozen(&*frozen, header.clone(), threads, &mut |_| {
+                chunks += 1;
+                if chunks == 3 {
+                    Err(SnapshotError::Cancelled)
+                } else {
+                    Ok(())
+                }
+            });
+        assert!(
+            matches!(result, Err(SnapshotError::Cancelled)),
+            "{threads} threads"
+        );
+        assert_eq!(chunks, 3, "{threads} threads: no chunk after the failure");
+    }
 }

@@ -65,12 +65,18 @@ fn valid_file(compression: Compression) -> &'static ValidFile {
                     key_types: None,
                     compression,
                 };
-                let mut bytes = Vec::new();
-                let summary = encode_frozen(&*frozen, header, &mut |chunk| {
-                    bytes.extend_from_slice(&chunk);
-                    Ok(())
-                })
-                .expect("encodes");
+                let encode = |threads| {
+                    let mut bytes = Vec::new();
+                    let summary = encode_frozen(&*frozen, header.clone(), threads, &mut |chunk| {
+                        bytes.extend_from_slice(&chunk);
+                        Ok(())
+                    })
+                    .expect("encodes");
+                    (bytes, summary)
+                };
+                let (bytes, summary) = encode(1);
+                // Key groups encoded on several threads make the same file.
+                assert_eq!(encode(3), (bytes.clone(), summary));
                 ValidFile {
                     compression,
                     bytes,

@@ -13,6 +13,7 @@ async fn rescale(storage: &SnapshotStorage, from: u32, to: u32, compression: Com
         compression,
         key_types: Some(vec![weir_types::ValueType::Int64]),
         part_size: 1024,
+        encode_threads: 3,
     };
     let handles = snapshot_all(storage, from, &options).await;
     let mut restored_keys = 0;
