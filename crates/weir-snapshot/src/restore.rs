@@ -80,6 +80,7 @@ async fn restore_full(
     }
     let ids = register_states(backend, &file)?;
     stats.files_read += 1;
+    backend.begin_bulk_load()?;
     file.read_entries(store, wanted, &mut |entry| {
         // Indexes were checked against the header while decoding.
         let state = ids[entry.state.0 as usize];
@@ -88,6 +89,7 @@ async fn restore_full(
         Ok(())
     })
     .await?;
+    backend.finish_bulk_load()?;
     stats.key_groups +=
         u32::try_from(file.layout().blocks_in(wanted).len()).expect("at most 32768 key groups");
     Ok(())

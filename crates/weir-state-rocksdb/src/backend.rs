@@ -29,6 +29,7 @@ use weir_state::{
 };
 use weir_types::{Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind};
 
+use crate::bulk::BulkLoad;
 use crate::database::{self, Db, Meta, state_cf_name};
 use crate::error::{Result, RocksDbError};
 use crate::fold::Folder;
@@ -36,6 +37,10 @@ use crate::frozen::{OwnedSnapshot, RocksDbFrozenState};
 use crate::key::{prefix_end, row_key};
 use crate::options::{EngineOptions, RocksDbOptions};
 use crate::overlay::{Overlay, StateOverlay, Write};
+
+/// Where a bulk load writes its SST files, inside the database directory
+/// (RocksDB looks at no subdirectory).
+const BULK_LOAD_DIR: &str = "weir-bulk-load";
 
 /// Keyed state of one operator subtask in RocksDB (Flink's
 /// `EmbeddedRocksDBStateBackend`), with epoch versions held in memory and
@@ -61,6 +66,8 @@ pub struct RocksDbKeyedStateBackend {
     /// database.
     base: Option<Arc<OwnedSnapshot>>,
     folder: Folder,
+    /// A restore's rows not yet written (between `begin_bulk_load` and its end).
+    bulk: Option<BulkLoad>,
     write_options: WriteOptions,
 }
 
@@ -146,6 +153,7 @@ impl RocksDbKeyedStateBackend {
             overlays: BTreeMap::new(),
             unfolded: Vec::new(),
             base: None,
+            bulk: None,
             write_options,
         })
     }
@@ -164,11 +172,20 @@ impl RocksDbKeyedStateBackend {
     /// holds all of them (native checkpoints and ingest work on the database
     /// itself).
     pub(crate) fn settle(&mut self) -> Result<()> {
+        self.end_bulk_load()?;
         self.epochs.check_all_final()?;
         self.folder.wait()?;
         self.unfolded.clear();
         self.base = None;
         Ok(())
+    }
+
+    /// Writes a bulk load's remaining rows, if one is open.
+    fn end_bulk_load(&mut self) -> Result<()> {
+        match self.bulk.take() {
+            Some(bulk) => bulk.finish(&self.db, &self.engine.state, &self.cf_names),
+            None => Ok(()),
+        }
     }
 
     /// Reads from the database again once the fold thread has written every
@@ -328,6 +345,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     }
 
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> weir_state::Result<()> {
+        self.end_bulk_load()?;
         for dropped in self.epochs.begin(epoch, attempt)?.epochs {
             self.overlays.remove(&dropped);
         }
@@ -548,6 +566,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
 
     fn snapshot_sync(&mut self) -> weir_state::Result<Box<dyn FrozenKeyedState>> {
         self.epochs.check_all_final()?;
+        self.end_bulk_load()?;
         self.catch_up()?;
         let snapshot = match &self.base {
             Some(base) => Arc::clone(base),
@@ -564,7 +583,9 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     }
 
     fn ingest(&mut self, entry: StateEntry<'_>) -> weir_state::Result<()> {
-        self.settle()?;
+        if self.bulk.is_none() {
+            self.settle()?;
+        }
         let access = Access::of_payload(&entry.payload);
         let key = StateKey {
             key_group: entry.key_group,
@@ -583,11 +604,28 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
                 value
             }
         };
+        if let Some(bulk) = &mut self.bulk {
+            bulk.push(entry.state, &row, value)?;
+            if bulk.full() {
+                bulk.flush(&self.db, &self.engine.state, &self.cf_names)?;
+            }
+            return Ok(());
+        }
         let cf = self.cf(entry.state)?;
         self.db
             .put_cf_opt(&cf, row, value, &self.write_options)
             .map_err(RocksDbError::engine("ingest"))?;
         Ok(())
+    }
+
+    fn begin_bulk_load(&mut self) -> weir_state::Result<()> {
+        self.settle()?;
+        self.bulk = Some(BulkLoad::start(self.path.join(BULK_LOAD_DIR))?);
+        Ok(())
+    }
+
+    fn finish_bulk_load(&mut self) -> weir_state::Result<()> {
+        Ok(self.end_bulk_load()?)
     }
 }
 
@@ -792,5 +830,76 @@ mod tests {
             Some(list(&expected))
         );
         assert_eq!(b.last_final_epoch(), Some(Epoch(30)));
+    }
+
+    /// A bulk load that writes several files, with rows out of order and
+    /// one row twice, holds what ingesting entry by entry holds.
+    #[test]
+    fn a_bulk_load_holds_what_entry_by_entry_ingest_holds() {
+        let max = MaxParallelism::new(MAX).expect("valid");
+        let d = |name: &str, kind| StateDescriptor::new(name, kind, ValueType::Int64).expect("ok");
+        let descriptors = [
+            d("value", StateKind::Value),
+            d("list", StateKind::List),
+            StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("ok"),
+        ];
+        let load = |bulk: bool| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut b = RocksDbKeyedStateBackend::open(RocksDbOptions::new(
+                dir.path(),
+                max,
+                max.full_range(),
+            ))
+            .expect("open");
+            let ids: Vec<StateId> = descriptors
+                .iter()
+                .map(|descriptor| b.register_state(descriptor).expect("ok"))
+                .collect();
+            if bulk {
+                b.begin_bulk_load().expect("begin");
+                b.bulk.as_mut().expect("open").flush_bytes = 500;
+            }
+            // Descending keys within each pass, so no file is written in order.
+            for pass in 0..2u16 {
+                for i in (0..200u16).rev() {
+                    let key = format!("k{i}").into_bytes();
+                    let value = format!("v{pass}").into_bytes();
+                    let items = list(&[&value]);
+                    let payloads = [
+                        EntryPayload::Value(&value),
+                        EntryPayload::List(&items),
+                        EntryPayload::MapEntry {
+                            user_key: b"u",
+                            value: &value,
+                        },
+                    ];
+                    for (state, payload) in ids.iter().zip(payloads) {
+                        b.ingest(StateEntry {
+                            state: *state,
+                            key_group: KeyGroup(i % 16),
+                            key: &key,
+                            namespace: b"",
+                            payload,
+                        })
+                        .expect("ingest");
+                    }
+                }
+            }
+            if bulk {
+                b.finish_bulk_load().expect("finish");
+                assert!(!dir.path().join(BULK_LOAD_DIR).exists());
+            }
+            let loaded = dump(b.snapshot_sync().expect("snapshot").as_ref());
+            (
+                loaded,
+                b.get_value(ids[0], StateKey::new(KeyGroup(3), b"k3"))
+                    .expect("read")
+                    .map(Cow::into_owned),
+            )
+        };
+        let (bulk, read) = load(true);
+        assert_eq!(bulk.len(), 600);
+        assert_eq!(bulk, load(false).0);
+        assert_eq!(read, Some(b"v1".to_vec()), "the later of two rows wins");
     }
 }

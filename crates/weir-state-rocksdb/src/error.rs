@@ -97,6 +97,12 @@ pub enum RocksDbError {
         /// What RocksDB reported.
         message: String,
     },
+    /// A bulk load (restore) could not take an entry or write its files.
+    #[error("bulk load failed: {message}")]
+    BulkLoad {
+        /// What went wrong.
+        message: String,
+    },
     /// A state-level error (kinds, ranges, epochs, duplicates).
     #[error(transparent)]
     State(#[from] StateError),

@@ -35,6 +35,7 @@
 //! This crate does no uploads and knows nothing of checkpoint storage.
 
 mod backend;
+mod bulk;
 mod checkpoint;
 mod database;
 mod error;

@@ -21,7 +21,9 @@
 //!
 //! # Restore
 //! `ingest` writes canonical entries straight into the base, before the first
-//! epoch; `weir-snapshot` drives it from snapshot files.
+//! epoch; `weir-snapshot` drives it from snapshot files, inside
+//! `begin_bulk_load`/`finish_bulk_load` so a backend can load them in bulk
+//! (RocksDB writes sorted SST files and ingests them whole).
 
 use std::borrow::Cow;
 
@@ -125,4 +127,21 @@ pub trait KeyedStateBackend: Send {
     /// Writes a canonical entry into the base (restore). `entry.state` is an
     /// id of *this* backend; entries outside the key-group range are errors.
     fn ingest(&mut self, entry: StateEntry<'_>) -> Result<()>;
+
+    /// Starts a bulk load (a restore of many entries): entries
+    /// [`ingest`](Self::ingest)ed until
+    /// [`finish_bulk_load`](Self::finish_bulk_load) may be buffered and
+    /// written together, and reads need not see them before it returns. A
+    /// bulk load that fails part way leaves the backend to be discarded, as a
+    /// failed restore does. Backends without a faster way ingest each entry
+    /// at once.
+    fn begin_bulk_load(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Ends a bulk load: every entry ingested since
+    /// [`begin_bulk_load`](Self::begin_bulk_load) is part of the base.
+    fn finish_bulk_load(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
