@@ -640,6 +640,12 @@ mod tests {
 
     const MAX: u32 = 16;
 
+    fn open(dir: &Path) -> RocksDbKeyedStateBackend {
+        let max = MaxParallelism::new(MAX).expect("valid");
+        RocksDbKeyedStateBackend::open(RocksDbOptions::new(dir, max, max.full_range()))
+            .expect("open")
+    }
+
     fn list(items: &[&[u8]]) -> Vec<u8> {
         let mut payload = Vec::new();
         for item in items {
@@ -683,10 +689,7 @@ mod tests {
     #[test]
     fn a_view_over_unfolded_epochs_equals_the_folded_database() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let max = MaxParallelism::new(MAX).expect("valid");
-        let mut b =
-            RocksDbKeyedStateBackend::open(RocksDbOptions::new(dir.path(), max, max.full_range()))
-                .expect("open");
+        let mut b = open(dir.path());
         let d = |name: &str, kind| StateDescriptor::new(name, kind, ValueType::Int64).expect("ok");
         let value = b.register_state(&d("value", StateKind::Value)).expect("ok");
         let items = b.register_state(&d("list", StateKind::List)).expect("ok");
@@ -803,10 +806,7 @@ mod tests {
     #[test]
     fn reads_see_final_epochs_once_while_and_after_they_are_folded() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let max = MaxParallelism::new(MAX).expect("valid");
-        let mut b =
-            RocksDbKeyedStateBackend::open(RocksDbOptions::new(dir.path(), max, max.full_range()))
-                .expect("open");
+        let mut b = open(dir.path());
         let items = b
             .register_state(
                 &StateDescriptor::new("list", StateKind::List, ValueType::Int64).expect("ok"),
@@ -836,7 +836,6 @@ mod tests {
     /// one row twice, holds what ingesting entry by entry holds.
     #[test]
     fn a_bulk_load_holds_what_entry_by_entry_ingest_holds() {
-        let max = MaxParallelism::new(MAX).expect("valid");
         let d = |name: &str, kind| StateDescriptor::new(name, kind, ValueType::Int64).expect("ok");
         let descriptors = [
             d("value", StateKind::Value),
@@ -845,12 +844,7 @@ mod tests {
         ];
         let load = |bulk: bool| {
             let dir = tempfile::tempdir().expect("tempdir");
-            let mut b = RocksDbKeyedStateBackend::open(RocksDbOptions::new(
-                dir.path(),
-                max,
-                max.full_range(),
-            ))
-            .expect("open");
+            let mut b = open(dir.path());
             let ids: Vec<StateId> = descriptors
                 .iter()
                 .map(|descriptor| b.register_state(descriptor).expect("ok"))
