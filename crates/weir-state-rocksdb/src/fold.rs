@@ -11,6 +11,7 @@
 //! then never sees a write twice (list appends are merges) nor misses one.
 //! A hand-off that fails stops the thread; every later call reports it.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -146,8 +147,8 @@ impl Drop for Folder {
     fn drop(&mut self) {
         drop(self.hand_offs.take());
         if let Some(thread) = self.thread.take() {
-            // A panic on the thread was already recorded as nothing applied;
-            // there is nobody left to tell.
+            // The thread catches its panics and records them; there is
+            // nobody left to tell of anything else.
             let _ = thread.join();
         }
     }
@@ -165,18 +166,25 @@ fn fold_all(db: &Db, hand_offs: &Receiver<HandOff>, progress: &Progress) {
     let mut options = WriteOptions::default();
     options.disable_wal(true);
     for hand_off in hand_offs {
-        let outcome = fold_batch(db, &hand_off).and_then(|batch| {
-            db.write_opt(batch, &options)
-                .map_err(RocksDbError::engine("write final epochs"))
-        });
+        // A panic must reach the backend as a failure: it may be waiting.
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fold_batch(db, &hand_off).and_then(|batch| {
+                db.write_opt(batch, &options)
+                    .map_err(RocksDbError::engine("write final epochs"))
+            })
+        }));
         let mut applied = progress.lock();
         let stop = match outcome {
-            Ok(()) => {
+            Ok(Ok(())) => {
                 applied.count += 1;
                 false
             }
-            Err(err) => {
+            Ok(Err(err)) => {
                 applied.failure = Some(err.to_string());
+                true
+            }
+            Err(_) => {
+                applied.failure = Some("the fold thread panicked".to_owned());
                 true
             }
         };

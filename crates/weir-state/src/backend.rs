@@ -37,6 +37,21 @@ use crate::key::StateKey;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StateId(pub u32);
 
+/// What [`KeyedStateBackend::update_value`] does with a value it has read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueUpdate {
+    /// Leave the value as it is.
+    Keep,
+    /// Set it to the bytes the update wrote into its buffer.
+    Set,
+    /// Remove it.
+    Remove,
+}
+
+/// The decision of [`KeyedStateBackend::update_value`]: it gets the current
+/// value (`None` when there is none) and a cleared buffer for the new one.
+pub type ValueUpdateFn<'a> = dyn FnMut(Option<&[u8]>, &mut Vec<u8>) -> Result<ValueUpdate> + 'a;
+
 /// Keyed state of one operator subtask.
 ///
 /// Every access names its state by the [`StateId`] from
@@ -79,6 +94,29 @@ pub trait KeyedStateBackend: Send {
 
     /// Sets the value of a value, reducing or aggregating state.
     fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> Result<()>;
+
+    /// Reads and rewrites one value of a value, reducing or aggregating
+    /// state: `update` gets the current value (`None` when there is none)
+    /// and `buffer`, cleared, and says what to do; with
+    /// [`ValueUpdate::Set`] the value becomes what it wrote into `buffer`.
+    /// An error from `update` changes nothing and is returned. Backends that
+    /// can (the heap) find the entry once for both; by default this is a
+    /// read, then a write.
+    fn update_value(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        buffer: &mut Vec<u8>,
+        update: &mut ValueUpdateFn<'_>,
+    ) -> Result<()> {
+        buffer.clear();
+        let decision = update(self.get_value(state, key)?.as_deref(), buffer)?;
+        match decision {
+            ValueUpdate::Keep => Ok(()),
+            ValueUpdate::Set => self.put_value(state, key, buffer),
+            ValueUpdate::Remove => self.clear(state, key),
+        }
+    }
 
     /// Removes whatever `state` holds for `key` (any kind).
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()>;

@@ -48,7 +48,7 @@ mod key;
 mod operator;
 mod registry;
 
-pub use backend::{KeyedStateBackend, StateId};
+pub use backend::{KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
 pub use error::{Result, StateError};
 pub use frozen::{EntryPayload, FrozenKeyedState, StateEntry};

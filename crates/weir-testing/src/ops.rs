@@ -2,7 +2,7 @@
 //! them to several backends at once and requires identical answers.
 
 use proptest::prelude::*;
-use weir_state::{KeyedStateBackend, StateId, StateKey, push_list_item};
+use weir_state::{KeyedStateBackend, StateError, StateId, StateKey, ValueUpdate, push_list_item};
 use weir_types::{
     Attempt, Epoch, MaxParallelism, StateDescriptor, StateKind, Value, ValueType, encode_key,
     encode_value, key_group_of,
@@ -45,6 +45,15 @@ pub enum Op {
     },
     /// `get_value`.
     Get { state: u8, key: u8, ns: u8 },
+    /// `update_value` on value state `state % 2`: sets a value derived from
+    /// the current one for `delta > 0`, keeps it for 0, removes it below 0,
+    /// and fails (changing nothing) for `i8::MIN`.
+    Update {
+        state: u8,
+        key: u8,
+        ns: u8,
+        delta: i8,
+    },
     /// `clear` on any of the states.
     Clear { state: u8, key: u8, ns: u8 },
     /// `append_list`.
@@ -95,6 +104,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         6 => (0u8..2, small_key(), ns.clone(), any::<i64>())
             .prop_map(|(state, key, ns, value)| Op::Put { state, key, ns, value }),
         4 => (0u8..2, small_key(), ns.clone()).prop_map(|(state, key, ns)| Op::Get { state, key, ns }),
+        3 => (0u8..2, small_key(), ns.clone(), prop_oneof![Just(i8::MIN), -3i8..4])
+            .prop_map(|(state, key, ns, delta)| Op::Update { state, key, ns, delta }),
         2 => (0u8..4, small_key(), ns.clone()).prop_map(|(state, key, ns)| Op::Clear { state, key, ns }),
         3 => (small_key(), ns.clone(), items.clone()).prop_map(|(key, ns, items)| Op::Append { key, ns, items }),
         1 => (small_key(), ns.clone(), items).prop_map(|(key, ns, items)| Op::Replace { key, ns, items }),
@@ -257,6 +268,36 @@ impl Driver {
                 let at = self.addr(*key, *ns);
                 let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
                 read(b.get_value(s, at.key()))
+            }
+            Op::Update {
+                state,
+                key,
+                ns,
+                delta,
+            } => {
+                let at = self.addr(*key, *ns);
+                let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
+                let mut seen = None;
+                let mut buffer = Vec::new();
+                let r = b.update_value(s, at.key(), &mut buffer, &mut |current, out| {
+                    seen = current.map(<[u8]>::to_vec);
+                    match *delta {
+                        i8::MIN => Err(StateError::Corrupt {
+                            what: "refused by the test",
+                        }),
+                        0 => Ok(ValueUpdate::Keep),
+                        negative if negative < 0 => Ok(ValueUpdate::Remove),
+                        _ => {
+                            let grown = current.map_or(0, |c| c.len() as i64 * 100);
+                            out.extend_from_slice(&int(grown + i64::from(*delta)));
+                            Ok(ValueUpdate::Set)
+                        }
+                    }
+                });
+                match r {
+                    Ok(()) => Outcome::Read(seen),
+                    Err(_) => Outcome::Failed,
+                }
             }
             Op::Clear { state, key, ns } => {
                 let at = self.addr(*key, *ns);

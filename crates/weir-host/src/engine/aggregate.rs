@@ -22,7 +22,7 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, ArrayRef};
-use weir_state::StateId;
+use weir_state::{StateId, ValueUpdate};
 use weir_types::{Field, Value, ValueType};
 
 use super::Subtask;
@@ -264,6 +264,39 @@ fn write_state(
     layout.encode(&numbers[..used], out, aggregation.function)
 }
 
+/// One row's fold over its key's state (`current`): what to do with the
+/// state (its new bytes go into `buffer`), and the row's result.
+fn fold_row(
+    layout: &Layout,
+    aggregation: Aggregation,
+    current: Option<&[u8]>,
+    input: Option<Input>,
+    buffer: &mut Vec<u8>,
+) -> Result<(ValueUpdate, Option<Value>)> {
+    let function = aggregation.function;
+    let (filled, current) = read_state(layout, aggregation, current)?;
+    let Some(input) = input else {
+        // A running aggregate answers a null input with the aggregate so far.
+        let so_far = current.map(|acc| acc.result(function)).transpose()?;
+        return Ok((ValueUpdate::Keep, so_far));
+    };
+    let acc = step(function, current, input)?;
+    match aggregation.count_window {
+        // The row fills its window: the result, and the key starts over.
+        Some(window) if filled + 1 >= i64::from(window.get()) => {
+            Ok((ValueUpdate::Remove, Some(acc.result(function)?)))
+        }
+        Some(_) => {
+            write_state(layout, aggregation, filled + 1, acc, buffer)?;
+            Ok((ValueUpdate::Set, None))
+        }
+        None => {
+            write_state(layout, aggregation, filled + 1, acc, buffer)?;
+            Ok((ValueUpdate::Set, Some(acc.result(function)?)))
+        }
+    }
+}
+
 /// Folds `inputs` into `state` row by row; returns the result of each row
 /// (see the module docs).
 pub(super) fn run(
@@ -303,40 +336,29 @@ pub(super) fn run(
     // Disjoint borrows: the backend and the reused encoding buffer.
     let Subtask { keyed, scratch, .. } = subtask;
     for i in 0..keys.len() {
-        let key = keys.key(i);
         let input = reader.get(i);
         if input.is_none() && aggregation.count_window.is_some() {
             // A null input fills no window.
             out.append_null();
             continue;
         }
-        let (filled, current) = read_state(
-            &layout,
-            aggregation,
-            keyed.get_value(state, key)?.as_deref(),
-        )?;
-        let Some(input) = input else {
-            // A running aggregate answers a null input with the aggregate so far.
-            match current {
-                Some(acc) => out.append(&acc.result(function)?)?,
-                None => out.append_null(),
-            }
-            continue;
-        };
-        let acc = step(function, current, input)?;
-        match aggregation.count_window {
-            Some(window) if filled + 1 >= i64::from(window.get()) => {
-                keyed.clear(state, key)?;
-                out.append(&acc.result(function)?)?;
-            }
-            window => {
-                write_state(&layout, aggregation, filled + 1, acc, scratch)?;
-                keyed.put_value(state, key, scratch)?;
-                match window {
-                    Some(_) => out.append_null(),
-                    None => out.append(&acc.result(function)?)?,
+        let mut row = Ok(None);
+        let updated = keyed.update_value(state, keys.key(i), scratch, &mut |current, buffer| {
+            let folded = fold_row(&layout, aggregation, current, input, buffer);
+            // The fold's own error is returned below; this one only stops the update.
+            let decision = folded.as_ref().map(|(decision, _)| *decision).map_err(|_| {
+                weir_state::StateError::Corrupt {
+                    what: "native aggregate",
                 }
-            }
+            });
+            row = folded.map(|(_, result)| result);
+            decision
+        });
+        let result = row?;
+        updated?;
+        match result {
+            Some(value) => out.append(&value)?,
+            None => out.append_null(),
         }
     }
     out.finish()

@@ -282,7 +282,6 @@ pub fn encode_frozen(
     } else {
         parallel::encode(frozen, &key_groups, threads, &writer, &mut place)?;
     }
-    encoder.last = key_groups.last().copied();
     let (tail, summary) = encoder.finish()?;
     sink(tail)?;
     Ok(summary)

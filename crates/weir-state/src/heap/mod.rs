@@ -22,7 +22,7 @@ use weir_types::{
     Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, TypesError,
 };
 
-use crate::backend::{KeyedStateBackend, StateId};
+use crate::backend::{KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
 use crate::epoch::EpochLog;
 use crate::error::Result;
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
@@ -31,7 +31,7 @@ use crate::registry::{Access, StateRegistry, check_key_group};
 use bytes::SmallBytes;
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
-use table::{SlotKey, StateTable};
+use table::{Slot, SlotKey, StateTable};
 use undo::{Undo, UndoTarget};
 
 /// Keyed state of one subtask, held in memory (see the module docs).
@@ -112,17 +112,7 @@ impl HeapKeyedStateBackend {
             SlotKey::new(key.key, key.namespace),
             SmallBytes::default,
         );
-        if inserted || slot.tag != Some(epoch) {
-            log.push(Undo::Bytes {
-                target: UndoTarget {
-                    state: state.0 as usize,
-                    group,
-                    key: slot.owned_key(),
-                },
-                old: (!inserted).then(|| (slot.payload.clone(), slot.tag)),
-            });
-        }
-        slot.tag = Some(epoch);
+        write_in_epoch(slot, inserted, (epoch, log), state, group);
         write(&mut slot.payload);
         Ok(())
     }
@@ -174,6 +164,28 @@ impl HeapKeyedStateBackend {
 
 /// The open epoch and its undo log (a function of two fields, so callers can
 /// borrow the tables beside it).
+/// Tags `slot` with the open epoch, first logging what it held before the
+/// epoch (nothing when `inserted`) if this is the epoch's first write to it.
+fn write_in_epoch(
+    slot: &mut Slot<SmallBytes>,
+    inserted: bool,
+    (epoch, log): (Epoch, &mut Vec<Undo>),
+    state: StateId,
+    group: usize,
+) {
+    if inserted || slot.tag != Some(epoch) {
+        log.push(Undo::Bytes {
+            target: UndoTarget {
+                state: state.0 as usize,
+                group,
+                key: slot.owned_key(),
+            },
+            old: (!inserted).then(|| (slot.payload.clone(), slot.tag)),
+        });
+    }
+    slot.tag = Some(epoch);
+}
+
 fn open_log<'a>(
     epochs: &EpochLog,
     undo: &'a mut [Vec<Undo>],
@@ -243,6 +255,50 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     fn put_value(&mut self, state: StateId, key: StateKey<'_>, value: &[u8]) -> Result<()> {
         let group = self.locate(state, key.key_group, Access::Value)?;
         self.write_bytes(state, group, key, |payload| payload.set(value))
+    }
+
+    fn update_value(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        buffer: &mut Vec<u8>,
+        update: &mut ValueUpdateFn<'_>,
+    ) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Value)?;
+        let StateData::Bytes(table) = &mut self.data[state.0 as usize] else {
+            unreachable!("value states hold byte tables");
+        };
+        let k = SlotKey::new(key.key, key.namespace);
+        buffer.clear();
+        // One probe finds the entry for the read and the write; a key that
+        // had nothing is inserted empty and taken out again unless it is set.
+        let (slot, inserted) = table.get_or_insert(group, k, SmallBytes::default);
+        let mut decision = update((!inserted).then_some(&slot.payload[..]), buffer);
+        // Like `put_value`, setting needs an open epoch; keeping does not.
+        let open = match decision {
+            Ok(ValueUpdate::Set) => match open_log(&self.epochs, &mut self.undo) {
+                Ok(open) => Some(open),
+                Err(err) => {
+                    decision = Err(err);
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let Some(open) = open {
+            write_in_epoch(slot, inserted, open, state, group);
+            slot.payload.set(buffer);
+            return Ok(());
+        }
+        if inserted {
+            table.remove(group, k);
+        }
+        match decision? {
+            // Nothing to remove, but a removal is a write: it needs an open epoch.
+            ValueUpdate::Remove if inserted => self.epochs.write_epoch().map(|_| ()),
+            ValueUpdate::Remove => self.remove_entry(state, group, key),
+            ValueUpdate::Keep | ValueUpdate::Set => Ok(()),
+        }
     }
 
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()> {
