@@ -133,6 +133,11 @@ pub fn key_bytes(key: u8, max: MaxParallelism) -> (weir_types::KeyGroup, Vec<u8>
     (key_group_of(&cols, max), out)
 }
 
+/// The value state an operation's `state` picks.
+fn value_state(state: u8) -> StateId {
+    StateId(VALUE_STATES[usize::from(state % 2)])
+}
+
 fn int(v: i64) -> Vec<u8> {
     let mut out = Vec::new();
     encode_value(&Value::Int64(v), &ValueType::Int64, &mut out).expect("int64 encodes");
@@ -261,12 +266,12 @@ impl Driver {
                 value,
             } => {
                 let at = self.addr(*key, *ns);
-                let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
+                let s = value_state(*state);
                 done(b.put_value(s, at.key(), &int(*value)))
             }
             Op::Get { state, key, ns } => {
                 let at = self.addr(*key, *ns);
-                let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
+                let s = value_state(*state);
                 read(b.get_value(s, at.key()))
             }
             Op::Update {
@@ -276,7 +281,7 @@ impl Driver {
                 delta,
             } => {
                 let at = self.addr(*key, *ns);
-                let s = StateId(VALUE_STATES[usize::from(*state % 2)]);
+                let s = value_state(*state);
                 let mut seen = None;
                 let mut buffer = Vec::new();
                 let r = b.update_value(s, at.key(), &mut buffer, &mut |current, out| {
