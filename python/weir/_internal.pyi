@@ -224,6 +224,8 @@ def take_barrier(
     storage_options: Mapping[str, str],
     ack_url: str,
     token: str,
+    incremental: bool = False,
+    base: int | None = None,
 ) -> int: ...
 def host_status(session: Session) -> str: ...
 

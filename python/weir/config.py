@@ -21,6 +21,8 @@ set a longer interval
     StateBackend(name='rocksdb')
     >>> StateBackend.of({"name": "heap"}).name
     'heap'
+    >>> StateBackend.of({"name": "rocksdb", "incremental": True})
+    StateBackend(name='rocksdb', incremental=True)
 """
 
 from __future__ import annotations
@@ -58,13 +60,24 @@ class StateBackend:
     """Which keyed state backend holds the state: ``"heap"`` (memory) or ``"rocksdb"`` (disk).
 
     Accepted wherever a backend is configured as the object, its name, or a
-    dict ``{"name": ...}``; see :meth:`of`.
+    dict ``{"name": ..., "incremental": ...}``; see :meth:`of`.
+
+    With ``incremental=True`` (RocksDB only, like Flink's
+    ``execution.checkpointing.incremental``) a checkpoint stores RocksDB's own
+    SST files and uploads only those the job's previous checkpoint did not
+    already store, so its size follows the change, not the state. Its
+    synchronous part only queues RocksDB's checkpoint. Savepoints are always
+    written in the canonical format, which any backend restores; an
+    incremental checkpoint restores into either backend too, at any
+    parallelism.
 
     Raises:
-        InvalidArgumentError: For an unknown backend name.
+        InvalidArgumentError: For an unknown backend name, or incremental
+            checkpoints on the heap backend.
     """
 
     name: BackendName = "heap"
+    incremental: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in _BACKENDS:
@@ -72,10 +85,19 @@ class StateBackend:
                 f'state backend {self.name!r} is unknown: use "heap" (state in memory) '
                 f'or "rocksdb" (state on local disk)'
             )
+        if not isinstance(self.incremental, bool):
+            raise InvalidArgumentError(
+                f"incremental must be True or False, got {self.incremental!r}"
+            )
+        if self.incremental and self.name != "rocksdb":
+            raise InvalidArgumentError(
+                f"incremental checkpoints need the rocksdb backend, not {self.name!r}: "
+                f'use StateBackend("rocksdb", incremental=True), or incremental=False'
+            )
 
     @staticmethod
     def of(backend: StateBackend | str | Mapping[str, Any]) -> StateBackend:
-        """A backend from its object, name or ``{"name": ...}`` dict.
+        """A backend from its object, name or ``{"name": ..., "incremental": ...}`` dict.
 
         Examples:
             >>> StateBackend.of("memory")
@@ -89,12 +111,13 @@ use "heap" (state in memory) or "rocksdb" (state on local disk)
         if isinstance(backend, str):
             return StateBackend(backend)  # type: ignore[arg-type]
         if isinstance(backend, Mapping):
-            unknown = set(backend) - {"name"}
+            unknown = set(backend) - {"name", "incremental"}
             if unknown:
                 raise InvalidArgumentError(
-                    f"state backend options {sorted(unknown)} are unknown: only 'name' is accepted"
+                    f"state backend options {sorted(unknown)} are unknown: "
+                    "only 'name' and 'incremental' are accepted"
                 )
-            return StateBackend(backend.get("name", "heap"))
+            return StateBackend(backend.get("name", "heap"), backend.get("incremental", False))
         raise InvalidArgumentError(
             f"a state backend is a name ('heap' or 'rocksdb'), a dict or a StateBackend, got {backend!r}"
         )

@@ -123,8 +123,12 @@ def test_the_same_descriptor_twice_gives_the_same_state() -> None:
 def test_unknown_backend_names_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="state backend 'memory' is unknown: use \"heap\""):
         KeyedOperatorHarness(Writes(Types.LONG()), key_selector=lambda v: v[0], backend="memory")  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgumentError, match="only 'name' is accepted"):
+    with pytest.raises(InvalidArgumentError, match="only 'name' and 'incremental' are accepted"):
         StateBackend.of({"name": "rocksdb", "block_cache": 1})
+    with pytest.raises(InvalidArgumentError, match="incremental checkpoints need the rocksdb backend"):
+        StateBackend.of({"name": "heap", "incremental": True})
+    with pytest.raises(InvalidArgumentError, match="incremental must be True or False"):
+        StateBackend("rocksdb", incremental="yes")  # type: ignore[arg-type]
 
 
 def test_unsupported_state_types_are_refused_with_the_supported_ones() -> None:

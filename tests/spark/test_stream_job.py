@@ -35,7 +35,7 @@ from keyed_jobs import (  # noqa: E402
 )
 
 from weir import BatchContext, RuntimeContext, ValueStateDescriptor, VectorizedKeyedFunction
-from weir.config import CheckpointConfig
+from weir.config import CheckpointConfig, StateBackend
 from weir.coordinator import Coordinator
 from weir.exceptions import CheckpointError, InvalidArgumentError
 from weir.spark import EpochProgress, StreamJob, sinks, sources
@@ -93,24 +93,30 @@ def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: 
     assert_exactly_once(spark, out)
 
 
-def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_path: Path) -> None:
-    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-host-killed")
+def _kill_hosts_after_first_checkpoint(tmp_path: Path, name: str) -> tuple[threading.Thread, list[int]]:
+    """Starts a thread that SIGKILLs job ``name``'s state hosts once its first checkpoint completed."""
     killed: list[int] = []
 
-    def kill_host_after_first_checkpoint() -> None:
+    def kill() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
-            job_dir = tmp_path / "ckpt" / "avg-host-killed"
+            job_dir = tmp_path / "ckpt" / name
             done = job_dir.exists() and any((p / "_metadata").exists() for p in job_dir.glob("chk-*"))
-            pids = state_host_pids("avg-host-killed")
+            pids = state_host_pids(name)
             if done and pids:
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
                 killed.extend(pids)
             time.sleep(0.05)
 
-    killer = threading.Thread(target=kill_host_after_first_checkpoint, daemon=True)
+    killer = threading.Thread(target=kill, daemon=True)
     killer.start()
+    return killer, killed
+
+
+def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_path: Path) -> None:
+    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-host-killed")
+    killer, killed = _kill_hosts_after_first_checkpoint(tmp_path, "avg-host-killed")
     result = job.execute()
     killer.join(timeout=1)
     assert killed, "the state host was killed mid-run"
@@ -118,6 +124,38 @@ def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_pat
     assert_exactly_once(spark, out)
     assert_nothing_left_behind(out, tmp_path / "ckpt")
     assert_hosts_stopped("avg-host-killed")
+
+
+def test_incremental_rocksdb_checkpoints_survive_a_killed_host_and_restore_rescaled(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Checkpoints store RocksDB's SST files and send only new ones; the host
+    # is killed after the first, so the job fails over to an incremental
+    # checkpoint and goes on taking them. A second run restores the newest one
+    # at parallelism 3 (RocksDB files of two subtasks merged into three).
+    backend = StateBackend("rocksdb", incremental=True)
+    name = "avg-incremental"
+    job, out = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), name=name, state_backend=backend, rows_per_epoch=10_000
+    )
+    killer, killed = _kill_hosts_after_first_checkpoint(tmp_path, name)
+    first = job.execute(max_epochs=12)
+    killer.join(timeout=1)
+    assert killed, "the state host was killed mid-run"
+    assert first.restarts >= 1
+    completed = [
+        c for c in first.stats["history"] if c["kind"] == "checkpoint" and c["status"] == "completed"
+    ]
+    assert any(0 < c["persisted_bytes"] < c["state_size_bytes"] for c in completed), [
+        (c["id"], c["persisted_bytes"], c["state_size_bytes"]) for c in completed
+    ]
+    assert list((tmp_path / "ckpt" / name / "shared").rglob("*.sst")), "SST files are shared"
+    resumed, _ = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), name=name, state_backend=backend, parallelism=3, restore="latest"
+    )
+    resumed.execute()
+    assert_exactly_once(spark, out)
+    assert_hosts_stopped(name)
 
 
 def test_a_second_run_on_the_job_directory_fails_fast_and_leaves_nothing_behind(

@@ -27,8 +27,8 @@ use weir_types::{
 };
 
 use crate::batch::KeyBatch;
-use crate::engine::Subtask;
 use crate::engine::workdir::OwnedDir;
+use crate::engine::{RestoreOrigin, Subtask};
 use crate::error::{HostError, Result};
 use crate::session::{Aggregation, BackendSpec, MapEntries, SubtaskSession, SubtaskSpec};
 
@@ -132,10 +132,14 @@ impl LocalOperator {
             if let Some(OperatorRestore::Restored(restored)) = plan.operators.get(&job[0].uid) {
                 let storage = snapshot.state_storage().await?;
                 for (subtask, planned) in subtasks.iter_mut().zip(&restored.subtasks) {
+                    let origin = RestoreOrigin {
+                        checkpoint: metadata.checkpoint_id,
+                        location: from,
+                    };
                     restore_subtask(
                         subtask,
                         planned,
-                        &storage,
+                        (&storage, origin),
                         &restored.states,
                         restored.key_types.as_deref(),
                     )
@@ -531,14 +535,14 @@ fn no_subtasks() -> HostError {
 async fn restore_subtask(
     subtask: &mut Subtask,
     planned: &weir_checkpoint::SubtaskRestore,
-    storage: &SnapshotStorage,
+    (storage, origin): (&SnapshotStorage, RestoreOrigin<'_>),
     states: &[StateDescriptor],
     key_types: Option<&[ValueType]>,
 ) -> Result<()> {
     for descriptor in states {
         subtask.register_state(descriptor)?;
     }
-    subtask.restore(planned, storage).await?;
+    subtask.restore(planned, storage, origin).await?;
     if let Some(types) = key_types {
         subtask.set_key_types(types.to_vec())?;
     }

@@ -5,11 +5,11 @@
 use arrow_array::{Array, BinaryArray};
 use weir_checkpoint::{
     CheckpointKind, CheckpointMetadata, CheckpointStorage, JobOperator, OperatorRestore,
-    OperatorStateMeta, RestorePlan, StorageLocation, StorageOptions,
+    OperatorStateMeta, RestorePlan, StorageLocation, StorageOptions, SubtaskStateMeta,
 };
-use weir_host::engine::Subtask;
+use weir_host::engine::{RestoreOrigin, SnapshotFormat, Subtask};
 use weir_host::{BackendSpec, HostError, KeyBatch, SubtaskSession, SubtaskSpec};
-use weir_snapshot::SnapshotError;
+use weir_snapshot::{KeyedStateHandle, SnapshotError};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
     Attempt, CheckpointId, Epoch, JobId, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor,
@@ -25,6 +25,43 @@ fn spec(backend: BackendSpec, subtask: u32, parallelism: u32) -> SubtaskSpec {
         backend,
         key_types: Some(vec![ValueType::Binary]),
     }
+}
+
+/// Where the tests' checkpoints are, as a barrier names it.
+const LOCATION: &str = "file:///checkpoints";
+
+fn origin(checkpoint: u64) -> RestoreOrigin<'static> {
+    RestoreOrigin {
+        checkpoint: CheckpointId(checkpoint),
+        location: LOCATION,
+    }
+}
+
+/// Completes checkpoint `id` of operator `op` (parallelism 1) holding `subtask`.
+fn completed(
+    runtime: &tokio::runtime::Runtime,
+    storage: &CheckpointStorage,
+    id: u64,
+    subtask: SubtaskStateMeta,
+) -> CheckpointMetadata {
+    let mut meta = CheckpointMetadata::new(
+        JobId::new("job").expect("valid"),
+        CheckpointId(id),
+        CheckpointKind::Checkpoint,
+        Epoch(id),
+    );
+    meta.operators.push(OperatorStateMeta {
+        uid: OperatorUid::new("op").expect("valid"),
+        parallelism: 1,
+        max_parallelism: MaxParallelism::new(16).expect("valid"),
+        key_types: Some(vec![ValueType::Binary]),
+        states: vec![descriptor()],
+        subtasks: vec![subtask],
+    });
+    runtime
+        .block_on(storage.complete(&meta))
+        .expect("completes");
+    meta
 }
 
 fn descriptor() -> StateDescriptor {
@@ -91,23 +128,7 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
         assert_eq!(upload.meta.subtask, SubtaskIndex(0));
         assert_eq!(upload.metrics.entries, Some(16));
         assert!(upload.metrics.state_size > 0);
-        let mut meta = CheckpointMetadata::new(
-            JobId::new("job").expect("valid"),
-            CheckpointId(1),
-            CheckpointKind::Checkpoint,
-            Epoch(1),
-        );
-        meta.operators.push(OperatorStateMeta {
-            uid: OperatorUid::new("op").expect("valid"),
-            parallelism: 1,
-            max_parallelism: MaxParallelism::new(16).expect("valid"),
-            key_types: Some(vec![ValueType::Binary]),
-            states: vec![descriptor()],
-            subtasks: vec![upload.meta],
-        });
-        runtime
-            .block_on(storage.complete(&meta))
-            .expect("completes");
+        let meta = completed(&runtime, &storage, 1, upload.meta);
 
         let job = [JobOperator {
             uid: OperatorUid::new("op").expect("valid"),
@@ -123,7 +144,7 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
             let mut sub =
                 Subtask::open(spec(to.clone(), planned.subtask.0, 2), work.path()).expect("opens");
             runtime
-                .block_on(sub.restore(planned, &storage.state_storage()))
+                .block_on(sub.restore(planned, &storage.state_storage(), origin(1)))
                 .expect("restores");
             let v = sub.register_state(&descriptor()).expect("restored");
             let range = sub.key_group_range();
@@ -144,7 +165,7 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
             offsets_seen.push(sub.operator_state(offsets).expect("reads"));
             // A restored subtask cannot restore again.
             let err = runtime
-                .block_on(sub.restore(planned, &storage.state_storage()))
+                .block_on(sub.restore(planned, &storage.state_storage(), origin(1)))
                 .expect_err("already holds operator state");
             assert!(err.to_string().contains("before"), "{err}");
             // Nor can another subtask's plan be used.
@@ -152,7 +173,7 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
             let mut fresh =
                 Subtask::open(spec(to.clone(), planned.subtask.0, 2), work.path()).expect("opens");
             let err = runtime
-                .block_on(fresh.restore(other, &storage.state_storage()))
+                .block_on(fresh.restore(other, &storage.state_storage(), origin(1)))
                 .expect_err("wrong subtask");
             assert!(err.to_string().contains("planned for subtask"), "{err}");
         }
@@ -205,4 +226,177 @@ fn key_types_are_set_once() {
         .set_key_types(vec![ValueType::Int64])
         .expect_err("different types");
     assert!(err.to_string().contains("cannot change"), "{err}");
+}
+
+/// Keys `key-<i>` spread over the 16 key groups.
+fn many_keys(indices: impl Iterator<Item = u32>) -> (Vec<Vec<u8>>, Vec<KeyGroup>) {
+    indices
+        .map(|i| (format!("key-{i}").into_bytes(), KeyGroup((i % 16) as u16)))
+        .unzip()
+}
+
+/// 100-byte values that say which round wrote key `i`, otherwise noise that
+/// does not compress (so file sizes are those of real state).
+fn round_value(i: u32, round: u8) -> Vec<u8> {
+    let mut x = u64::from(i) << 8 | u64::from(round) | 1 << 63;
+    let mut value: Vec<u8> = (0..100)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    value[..4].copy_from_slice(&i.to_le_bytes());
+    value[4] = round;
+    value
+}
+
+/// Writes `indices` with `round`'s values in final epoch `epoch`.
+fn write_round(s: &mut Subtask, v: StateId, epoch: u64, indices: &[u32], round: u8) {
+    let (keys, groups) = many_keys(indices.iter().copied());
+    let batch = KeyBatch::from_pairs(groups.iter().copied().zip(keys.iter().map(Vec::as_slice)));
+    let values = BinaryArray::from_iter_values(indices.iter().map(|&i| round_value(i, round)));
+    s.begin(Epoch(epoch), Attempt(0), None).expect("begins");
+    s.put_values(v, &batch, &values).expect("writes");
+    s.commit(Epoch(epoch), Attempt(0)).expect("commits");
+    s.finalize_all().expect("finalizes");
+}
+
+/// Asserts that `s` holds, for every key `0..n` in its key groups, the value
+/// of the round `expected` names.
+fn assert_rounds(s: &mut Subtask, n: u32, expected: impl Fn(u32) -> u8) {
+    let v = s.register_state(&descriptor()).expect("restored");
+    let range = s.key_group_range();
+    let owned: Vec<u32> = (0..n)
+        .filter(|i| range.contains(KeyGroup((i % 16) as u16)))
+        .collect();
+    assert!(!owned.is_empty());
+    let (keys, groups) = many_keys(owned.iter().copied());
+    let batch = KeyBatch::from_pairs(groups.iter().copied().zip(keys.iter().map(Vec::as_slice)));
+    let values = s.get_values(v, &batch).expect("reads");
+    for (row, &i) in owned.iter().enumerate() {
+        assert_eq!(values.value(row), round_value(i, expected(i)), "key {i}");
+    }
+}
+
+/// Takes incremental checkpoint `id` on `base` and completes it.
+fn incremental(
+    runtime: &tokio::runtime::Runtime,
+    storage: &CheckpointStorage,
+    s: &mut Subtask,
+    id: u64,
+    base: Option<u64>,
+) -> (CheckpointMetadata, weir_snapshot::SnapshotMetrics) {
+    let format = SnapshotFormat::Incremental {
+        base: base.map(CheckpointId),
+    };
+    let frozen = s
+        .snapshot_sync_as(&format, CheckpointId(id), LOCATION)
+        .expect("freezes");
+    let upload = runtime
+        .block_on(frozen.upload(runtime.handle(), &storage.state_storage(), CheckpointId(id)))
+        .expect("uploads");
+    let metrics = upload.metrics;
+    (completed(runtime, storage, id, upload.meta), metrics)
+}
+
+fn shared_paths(meta: &CheckpointMetadata) -> Vec<String> {
+    match &meta.operators[0].subtasks[0].keyed {
+        Some(KeyedStateHandle::Incremental(h)) => {
+            h.shared.iter().map(|f| f.file.path.clone()).collect()
+        }
+        other => panic!("not incremental: {other:?}"),
+    }
+}
+
+/// Incremental checkpoints through the engine: the second sends only the SST
+/// of the changed keys and references the first one's files; the chain
+/// restores into RocksDB and heap subtasks, at the same and at another
+/// parallelism; a subtask restored without rescaling keeps reusing them.
+#[test]
+fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let checkpoints = tempfile::tempdir().expect("tempdir");
+    let storage = storage(checkpoints.path());
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let n = 20_000u32;
+    let all: Vec<u32> = (0..n).collect();
+    let changed: Vec<u32> = (0..n).step_by(100).collect();
+
+    let mut s = Subtask::open(spec(BackendSpec::RocksDb, 0, 1), work.path()).expect("opens");
+    let v = s.register_state(&descriptor()).expect("registers");
+    write_round(&mut s, v, 1, &all, 1);
+    let (first, sent) = incremental(&runtime, &storage, &mut s, 1, None);
+    assert_eq!(sent.uploaded_size, sent.state_size, "nothing to reuse yet");
+    write_round(&mut s, v, 2, &changed, 2);
+    let (second, sent) = incremental(&runtime, &storage, &mut s, 2, Some(1));
+    assert!(
+        sent.uploaded_size * 20 < sent.state_size,
+        "1% changed, {} of {} bytes sent",
+        sent.uploaded_size,
+        sent.state_size
+    );
+    let reused: Vec<_> = shared_paths(&second)
+        .into_iter()
+        .filter(|p| shared_paths(&first).contains(p))
+        .collect();
+    assert!(
+        !reused.is_empty(),
+        "the second checkpoint references the first's SSTs"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(work.path())
+        .expect("lists")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("checkpoint-"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "local checkpoints are removed after the upload"
+    );
+    // A base this subtask never uploaded (another lineage) reuses nothing.
+    write_round(&mut s, v, 3, &changed, 3);
+    let (_, sent) = incremental(&runtime, &storage, &mut s, 3, Some(99));
+    assert_eq!(sent.uploaded_size, sent.state_size);
+    drop(s);
+
+    let expected = |i: u32| if i.is_multiple_of(100) { 2 } else { 1 };
+    for (backend, parallelism) in [
+        (BackendSpec::RocksDb, 1),
+        (BackendSpec::Heap, 1),
+        (BackendSpec::RocksDb, 2),
+        (BackendSpec::Heap, 2),
+    ] {
+        let job = [JobOperator {
+            uid: OperatorUid::new("op").expect("valid"),
+            max_parallelism: MaxParallelism::new(16).expect("valid"),
+            parallelism,
+        }];
+        let plan = RestorePlan::new(&second, &job, false).expect("plans");
+        let OperatorRestore::Restored(restored) = &plan.operators[&job[0].uid] else {
+            panic!("the operator has state")
+        };
+        for planned in &restored.subtasks {
+            let mut sub = Subtask::open(
+                spec(backend.clone(), planned.subtask.0, parallelism),
+                work.path(),
+            )
+            .expect("opens");
+            runtime
+                .block_on(sub.restore(planned, &storage.state_storage(), origin(2)))
+                .expect("restores");
+            assert_rounds(&mut sub, n, expected);
+            if backend == BackendSpec::RocksDb && parallelism == 1 {
+                let v = sub.register_state(&descriptor()).expect("registered");
+                write_round(&mut sub, v, 3, &changed, 4);
+                let (_, sent) = incremental(&runtime, &storage, &mut sub, 4, Some(2));
+                assert!(
+                    sent.uploaded_size * 20 < sent.state_size,
+                    "after a restore without rescaling, {} of {} bytes sent",
+                    sent.uploaded_size,
+                    sent.state_size
+                );
+            }
+        }
+    }
 }

@@ -16,7 +16,7 @@ use weir_checkpoint::{
 use weir_coordinator::{CoordinatorDriver, DriverEvent, DriverOptions, JobToken, ServerOptions};
 use weir_host::client::{HostClient, RemoteSession};
 use weir_host::protocol::{
-    AckTarget, BarrierRequest, Expectation, HostAddress, RestoreRequest, StorageRef,
+    AckTarget, BarrierRequest, Expectation, HostAddress, RestoreRequest, SnapshotFormat, StorageRef,
 };
 use weir_host::{BackendSpec, HostError, SubtaskSession};
 use weir_state::{RedistributionMode, StateId};
@@ -174,6 +174,7 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             url: format!("http://{}", job.driver.local_addr()),
             token: COORDINATOR_TOKEN.into(),
         },
+        format: SnapshotFormat::Canonical,
     };
     for subtask in 0..2u32 {
         let mut session = host
@@ -348,6 +349,7 @@ fn a_barrier_for_an_epoch_this_host_never_ran_is_state_lost() {
                 url: "http://127.0.0.1:9".into(),
                 token: "t".into(),
             },
+            format: SnapshotFormat::Canonical,
         })
         .expect_err("epoch 2 ran elsewhere");
     assert!(matches!(err, HostError::StateLost(_)), "{err}");
@@ -422,6 +424,7 @@ fn a_failed_upload_is_declined_and_the_coordinator_aborts_the_checkpoint() {
                 url: format!("http://{}", job.driver.local_addr()),
                 token: COORDINATOR_TOKEN.into(),
             },
+            format: SnapshotFormat::Canonical,
         })
         .expect("the synchronous part succeeds");
     assert!(reply.started);
@@ -460,6 +463,7 @@ fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
                 url: format!("http://{}", job.driver.local_addr()),
                 token: "not-the-coordinator-token".into(),
             },
+            format: SnapshotFormat::Canonical,
         })
         .expect("the synchronous part succeeds");
     let status = settled(&host);
@@ -530,6 +534,7 @@ fn start_slow_upload(host: &Host, storage: &std::path::Path, id: CheckpointId) {
                 url: "http://127.0.0.1:1".into(),
                 token: "t".into(),
             },
+            format: SnapshotFormat::Canonical,
         })
         .expect("the synchronous part succeeds");
     assert!(reply.started);

@@ -13,7 +13,8 @@ use pyo3::prelude::*;
 use weir_checkpoint::StorageOptions;
 use weir_host::client::{DEFAULT_REPLY_TIMEOUT, HostClient, HostOptions, ensure_host};
 use weir_host::protocol::{
-    AckTarget, BarrierRequest, Expectation, HostAddress, HostDir, HostStatus, JobToken, StorageRef,
+    AckTarget, BarrierRequest, Expectation, HostAddress, HostDir, HostStatus, JobToken,
+    SnapshotFormat, StorageRef,
 };
 use weir_host::server::{HostConfig, StartError, run};
 use weir_host::{HostError, SubtaskSpec};
@@ -193,7 +194,7 @@ pub(crate) fn host_address(py: Python<'_>, session: &PySession) -> PyResult<Opti
 /// synchronous part now (returns its duration in microseconds), the upload
 /// to `storage` and the ack to the coordinator at `ack_url` in the host.
 #[pyfunction]
-#[pyo3(signature = (session, checkpoint_id, cut, storage, storage_options, ack_url, token))]
+#[pyo3(signature = (session, checkpoint_id, cut, storage, storage_options, ack_url, token, incremental=false, base=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn take_barrier(
     py: Python<'_>,
@@ -204,6 +205,8 @@ pub(crate) fn take_barrier(
     storage_options: std::collections::BTreeMap<String, String>,
     ack_url: String,
     token: String,
+    incremental: bool,
+    base: Option<u64>,
 ) -> PyResult<u64> {
     // Bad options fail here, in the task, with the storage's own message.
     let options = StorageOptions {
@@ -220,6 +223,13 @@ pub(crate) fn take_barrier(
         ack: AckTarget {
             url: ack_url,
             token,
+        },
+        format: if incremental {
+            SnapshotFormat::Incremental {
+                base: base.map(CheckpointId),
+            }
+        } else {
+            SnapshotFormat::Canonical
         },
     };
     let reply = session.with_remote(py, |remote| remote.barrier(request))?;

@@ -163,17 +163,23 @@ impl RocksDbKeyedStateBackend {
         &self.path
     }
 
-    /// The database, for native checkpoints.
-    pub(crate) fn db(&self) -> &Db {
-        &self.db
+    /// The fold thread, which also creates native checkpoints.
+    pub(crate) fn folder_mut(&mut self) -> &mut Folder {
+        &mut self.folder
+    }
+
+    /// Fails unless a snapshot may be taken now: every epoch final, no bulk
+    /// load open (one is ended here).
+    pub(crate) fn check_snapshot_ready(&mut self) -> Result<()> {
+        self.epochs.check_all_final()?;
+        self.end_bulk_load()
     }
 
     /// Fails unless every epoch is final, then waits until the database
     /// holds all of them (native checkpoints and ingest work on the database
     /// itself).
     pub(crate) fn settle(&mut self) -> Result<()> {
-        self.end_bulk_load()?;
-        self.epochs.check_all_final()?;
+        self.check_snapshot_ready()?;
         self.folder.wait()?;
         self.unfolded.clear();
         self.base = None;
@@ -565,8 +571,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     }
 
     fn snapshot_sync(&mut self) -> weir_state::Result<Box<dyn FrozenKeyedState>> {
-        self.epochs.check_all_final()?;
-        self.end_bulk_load()?;
+        self.check_snapshot_ready()?;
         self.catch_up()?;
         let snapshot = match &self.base {
             Some(base) => Arc::clone(base),

@@ -8,8 +8,8 @@
 //! `weir-snapshot`; this module only creates and lists the local directory.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::Receiver;
 
-use rocksdb::checkpoint::Checkpoint;
 use weir_state::KeyedStateBackend;
 use weir_types::{Epoch, KeyGroupRange, MaxParallelism, StateDescriptor};
 
@@ -84,23 +84,58 @@ impl NativeCheckpoint {
     }
 }
 
-impl RocksDbKeyedStateBackend {
-    /// Creates a native checkpoint of the base in `dir`, which must not exist
-    /// (its parent must). Every epoch must be final, as for `snapshot_sync`.
-    /// RocksDB flushes the memtables first, then hard-links the SST files
-    /// when `dir` is on the same file system (copies otherwise).
-    pub fn native_checkpoint(&mut self, dir: &Path) -> Result<NativeCheckpoint> {
-        self.settle()?;
-        Checkpoint::new(self.db())
-            .and_then(|checkpoint| checkpoint.create_checkpoint(dir))
-            .map_err(RocksDbError::engine("create checkpoint"))?;
+/// A native checkpoint the backend's fold thread has been asked for
+/// ([`RocksDbKeyedStateBackend::start_native_checkpoint`]).
+#[derive(Debug)]
+#[must_use = "the checkpoint directory appears whether or not anyone waits for it"]
+pub struct PendingNativeCheckpoint {
+    outcome: Receiver<Result<()>>,
+    checkpoint: NativeCheckpoint,
+}
+
+impl PendingNativeCheckpoint {
+    /// Blocks until the checkpoint exists, then lists its files.
+    pub fn wait(self) -> Result<NativeCheckpoint> {
+        let created = self.outcome.recv().map_err(|_| RocksDbError::FoldFailed {
+            message: "the fold thread stopped before it created the checkpoint".to_owned(),
+        })?;
+        created?;
         Ok(NativeCheckpoint {
-            dir: dir.to_owned(),
-            max_parallelism: self.max_parallelism(),
-            key_group_range: self.key_group_range(),
-            descriptors: self.descriptors().to_vec(),
-            last_final_epoch: self.last_final_epoch(),
-            files: list_files(dir)?,
+            files: list_files(&self.checkpoint.dir)?,
+            ..self.checkpoint
+        })
+    }
+}
+
+impl RocksDbKeyedStateBackend {
+    /// Creates a native checkpoint of the final epochs in `dir`, which must
+    /// not exist (its parent must). Every epoch must be final, as for
+    /// `snapshot_sync`. RocksDB flushes the memtables first, then hard-links
+    /// the SST files when `dir` is on the same file system (copies
+    /// otherwise).
+    pub fn native_checkpoint(&mut self, dir: &Path) -> Result<NativeCheckpoint> {
+        self.start_native_checkpoint(dir)?.wait()
+    }
+
+    /// Starts [`native_checkpoint`](Self::native_checkpoint) without waiting
+    /// for it: the fold thread creates it once the final epochs are in the
+    /// database and before it writes any epoch finalized later, so the
+    /// checkpoint holds exactly today's final cut while this backend serves
+    /// later epochs. This is the synchronous part of an incremental
+    /// checkpoint; it only queues work.
+    pub fn start_native_checkpoint(&mut self, dir: &Path) -> Result<PendingNativeCheckpoint> {
+        self.check_snapshot_ready()?;
+        let outcome = self.folder_mut().checkpoint(dir.to_owned())?;
+        Ok(PendingNativeCheckpoint {
+            outcome,
+            checkpoint: NativeCheckpoint {
+                dir: dir.to_owned(),
+                max_parallelism: self.max_parallelism(),
+                key_group_range: self.key_group_range(),
+                descriptors: self.descriptors().to_vec(),
+                last_final_epoch: self.last_final_epoch(),
+                files: Vec::new(),
+            },
         })
     }
 }

@@ -10,12 +10,19 @@
 //! database snapshot taken before the first of them was handed off: a read
 //! then never sees a write twice (list appends are merges) nor misses one.
 //! A hand-off that fails stops the thread; every later call reports it.
+//!
+//! Native checkpoints queue behind the hand-offs ([`Folder::checkpoint`]):
+//! the thread creates one once it has written every epoch final when it was
+//! asked for, and before any later one, so the checkpoint holds exactly that
+//! cut while the backend's caller goes on at once.
 
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
+use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{WriteBatch, WriteOptions};
 use weir_state::{StateError, StateId};
 use weir_types::Epoch;
@@ -31,6 +38,16 @@ struct HandOff {
     /// Column family names by state id, as registered at the hand-off.
     cf_names: Vec<String>,
     last_final: Epoch,
+}
+
+/// What the thread is asked to do, in order.
+enum Work {
+    Fold(HandOff),
+    /// Create a native checkpoint in `dir` and say how it went.
+    Checkpoint {
+        dir: PathBuf,
+        done: Sender<Result<()>>,
+    },
 }
 
 /// How far the thread got.
@@ -54,7 +71,7 @@ impl Progress {
 
 /// The background writer of one backend's final epochs.
 pub(crate) struct Folder {
-    hand_offs: Option<Sender<HandOff>>,
+    work: Option<Sender<Work>>,
     progress: Arc<Progress>,
     thread: Option<JoinHandle<()>>,
     handed: u64,
@@ -71,7 +88,7 @@ impl Folder {
             .spawn(move || fold_all(&db, &receiver, &shared))
             .map_err(RocksDbError::io("start the fold thread of", "the database"))?;
         Ok(Self {
-            hand_offs: Some(sender),
+            work: Some(sender),
             progress,
             thread: Some(thread),
             handed: 0,
@@ -85,23 +102,38 @@ impl Folder {
         cf_names: Vec<String>,
         last_final: Epoch,
     ) -> Result<()> {
-        self.check()?;
-        let sent = self.hand_offs.as_ref().is_some_and(|hand_offs| {
-            hand_offs
-                .send(HandOff {
-                    overlays,
-                    cf_names,
-                    last_final,
-                })
-                .is_ok()
-        });
-        if !sent {
-            return Err(self.failure().unwrap_or_else(|| RocksDbError::FoldFailed {
-                message: "the fold thread has stopped".to_owned(),
-            }));
-        }
+        self.send(Work::Fold(HandOff {
+            overlays,
+            cf_names,
+            last_final,
+        }))?;
         self.handed += 1;
         Ok(())
+    }
+
+    /// Queues a native checkpoint into `dir` (which must not exist) after
+    /// every hand-off so far; the receiver gets its outcome. A checkpoint
+    /// that fails fails alone: folding goes on.
+    pub fn checkpoint(&mut self, dir: PathBuf) -> Result<Receiver<Result<()>>> {
+        let (done, outcome) = mpsc::channel();
+        self.send(Work::Checkpoint { dir, done })?;
+        Ok(outcome)
+    }
+
+    fn send(&self, work: Work) -> Result<()> {
+        self.check()?;
+        let sent = self
+            .work
+            .as_ref()
+            .is_some_and(|queue| queue.send(work).is_ok());
+        if sent { Ok(()) } else { Err(self.stopped()) }
+    }
+
+    /// Why the thread no longer works.
+    pub fn stopped(&self) -> RocksDbError {
+        self.failure().unwrap_or_else(|| RocksDbError::FoldFailed {
+            message: "the fold thread has stopped".to_owned(),
+        })
     }
 
     /// Whether every hand-off is in the database; an error if one failed.
@@ -145,7 +177,7 @@ impl Drop for Folder {
     /// Lets the thread write what it was handed, then joins it: the database
     /// closes with every final epoch in it.
     fn drop(&mut self) {
-        drop(self.hand_offs.take());
+        drop(self.work.take());
         if let Some(thread) = self.thread.take() {
             // The thread catches its panics and records them; there is
             // nobody left to tell of anything else.
@@ -160,12 +192,20 @@ fn failed(message: &str) -> RocksDbError {
     }
 }
 
-/// The thread's body: applies hand-offs in order until the backend is
-/// dropped or one fails.
-fn fold_all(db: &Db, hand_offs: &Receiver<HandOff>, progress: &Progress) {
+/// The thread's body: applies hand-offs and creates checkpoints in order
+/// until the backend is dropped or a hand-off fails.
+fn fold_all(db: &Db, work: &Receiver<Work>, progress: &Progress) {
     let mut options = WriteOptions::default();
     options.disable_wal(true);
-    for hand_off in hand_offs {
+    for item in work {
+        let hand_off = match item {
+            Work::Fold(hand_off) => hand_off,
+            Work::Checkpoint { dir, done } => {
+                // Nobody may be waiting any more: the outcome is theirs alone.
+                let _ = done.send(create_checkpoint(db, &dir));
+                continue;
+            }
+        };
         // A panic must reach the backend as a failure: it may be waiting.
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             fold_batch(db, &hand_off).and_then(|batch| {
@@ -194,6 +234,21 @@ fn fold_all(db: &Db, hand_offs: &Receiver<HandOff>, progress: &Progress) {
             return;
         }
     }
+}
+
+/// RocksDB's checkpoint of `db` in `dir`: memtables flushed, SST files
+/// hard-linked when `dir` is on the same file system.
+fn create_checkpoint(db: &Db, dir: &std::path::Path) -> Result<()> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        Checkpoint::new(db)
+            .and_then(|checkpoint| checkpoint.create_checkpoint(dir))
+            .map_err(RocksDbError::engine("create checkpoint"))
+    }))
+    .unwrap_or_else(|_| {
+        Err(RocksDbError::FoldFailed {
+            message: "creating a checkpoint panicked".to_owned(),
+        })
+    })
 }
 
 /// The overlays of a hand-off, replayed oldest first into one batch, with

@@ -47,7 +47,7 @@ mod overlay;
 mod restore;
 
 pub use backend::RocksDbKeyedStateBackend;
-pub use checkpoint::{NativeCheckpoint, NativeFile};
+pub use checkpoint::{NativeCheckpoint, NativeFile, PendingNativeCheckpoint};
 pub use error::{Result, RocksDbError};
 pub use frozen::RocksDbFrozenState;
 pub use options::{Compression, PredefinedOptions, RocksDbOptions};

@@ -127,6 +127,8 @@ def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
             barrier.storage_options,
             barrier.ack_url,
             task.hosts.token,
+            incremental=barrier.incremental,
+            base=barrier.base,
         )
     )
 

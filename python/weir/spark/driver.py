@@ -307,6 +307,9 @@ class EpochOrder:
     pending_checkpoint: int | None
     """A triggered checkpoint this epoch may become the cut of."""
     operators: tuple[OperatorOrder, ...]
+    incremental_base: int | None = None
+    """The newest checkpoint this run completed: an incremental checkpoint references the files
+    it stored instead of uploading them again (the storage keeps them until a newer one completes)."""
 
 
 @dataclass(frozen=True)
@@ -633,6 +636,7 @@ class Driver:
             notify_complete=self.notify,
             pending_checkpoint=generation.cut_wanted,
             operators=operators,
+            incremental_base=self.checkpoints[-1] if self.checkpoints else None,
         )
 
     @staticmethod

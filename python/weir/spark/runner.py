@@ -422,6 +422,8 @@ class Runner:
                 order.barrier.storage,
                 self.job.checkpoint_storage_options,
                 self.coordinator.address,
+                incremental=self.job.state_backend.incremental and order.barrier.kind == "checkpoint",
+                base=order.incremental_base,
             )
         (operator,) = [o for o in order.operators if o.uid == step.uid]
         at_cut = operator.restore_cut is not None and operator.final_epoch == operator.restore_cut

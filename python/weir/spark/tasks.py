@@ -65,6 +65,10 @@ class Barrier:
     """Options of that storage (S3 settings; ``put_delay_ms`` for a slow local store)."""
     ack_url: str
     """The coordinator's base URL; the host acks there with the job token."""
+    incremental: bool = False
+    """Store RocksDB's own files, uploading only those ``base`` did not store (never for savepoints)."""
+    base: int | None = None
+    """The newest checkpoint of the run, whose stored files an incremental checkpoint references."""
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,20 @@
-//! RocksDB incremental checkpoints: a native checkpoint (flush + hard links,
-//! the synchronous part) uploaded with `spawn_incremental_snapshot`, which
-//! sends only SST files earlier checkpoints have not sent.
+//! RocksDB incremental checkpoints through the engine, as a state host takes
+//! them at a barrier: the synchronous part (finalize the cut epoch + queue
+//! RocksDB's native checkpoint), then the upload, which waits for the native
+//! checkpoint and sends only the SST files the previous checkpoint (its base)
+//! did not store. The last one is restored into fresh RocksDB and heap
+//! operators (download + open, or download + copy).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use weir_snapshot::{
-    IncrementalTarget, KeyedStateHandle, LocalCheckpoint, LocalFile, SharedFileRegistry,
-    SnapshotMetrics, SnapshotStorage, spawn_incremental_snapshot,
-};
-use weir_state::{KeyedStateBackend, StateId, StateKey};
-use weir_state_rocksdb::{NativeCheckpoint, RocksDbKeyedStateBackend, RocksDbOptions};
-use weir_types::{Attempt, CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
+use weir_host::engine::{SnapshotFormat, Subtask};
+use weir_host::local::LocalOperator;
+use weir_host::{BackendSpec, SubtaskSession, SubtaskSpec};
+use weir_snapshot::SnapshotMetrics;
+use weir_state::StateId;
+use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
 
 use crate::error::{Result, io};
 use crate::report::{Records, mib_s, ms, percentile};
@@ -26,94 +28,62 @@ const ONE_PERCENT_ROUNDS: u64 = 5;
 /// Rounds that change 10% of the keys.
 const TEN_PERCENT_ROUNDS: u64 = 2;
 
-/// One RocksDB database, its checkpoints so far and where they go.
+/// Keys checked after each restore.
+const VERIFIED_KEYS: usize = 2_000;
+
+/// One RocksDB subtask, its checkpoints so far and where they go.
 struct Lineage<'a> {
     runtime: &'a Runtime,
-    dir: &'a Path,
-    backend: RocksDbKeyedStateBackend,
+    subtask: Subtask,
     state: StateId,
-    storage: SnapshotStorage,
-    registry: SharedFileRegistry,
-    uid: OperatorUid,
-    next: u64,
-    /// The newest local native checkpoint (hard links), removed when the next
-    /// one is uploaded.
-    previous: Option<NativeCheckpoint>,
+    checkpoints: weir_checkpoint::CheckpointStorage,
+    /// The newest checkpoint: the next one's base.
+    last: Option<(CheckpointId, weir_checkpoint::SubtaskStateMeta)>,
+    /// `(round, every)`: round `round` changed every `every`-th key.
+    rounds: Vec<(u64, usize)>,
 }
 
 impl Lineage<'_> {
-    /// Writes `indices` with their values of `round` in one final epoch.
-    fn epoch(
-        &mut self,
-        keys: &Keys,
-        indices: impl Iterator<Item = usize>,
-        round: u64,
-    ) -> Result<()> {
-        let epoch = Epoch(round + 1);
-        self.backend.begin_epoch(epoch, Attempt(0))?;
-        let mut value = Vec::new();
-        for i in indices {
-            value.clear();
-            workload::value(i, round, &mut value)?;
-            self.backend.put_value(
-                self.state,
-                StateKey::new(keys.group(i), keys.key(i)),
-                &value,
-            )?;
-        }
-        self.backend.commit_epoch(epoch, Attempt(0))?;
-        self.backend.finalize_up_to(epoch)?;
+    /// Writes the keys round `round` changes in its own epoch.
+    fn change(&mut self, keys: &Keys, every: usize, round: u64) -> Result<()> {
+        let changed = workload::changed_keys(keys.len(), every, round);
+        workload::epoch(&mut self.subtask, self.state, keys, changed, round)?;
+        self.rounds.push((round, every));
         Ok(())
     }
 
-    /// Takes and uploads one checkpoint; returns the sync time and metrics.
-    fn checkpoint(&mut self) -> Result<(Duration, SnapshotMetrics)> {
-        let id = CheckpointId(self.next);
-        self.next += 1;
-        let local_dir = self.dir.join(format!("native-{}", id.0));
+    /// Takes and uploads checkpoint `round` at the cut of epoch `round + 1`;
+    /// returns the synchronous pause and the upload's metrics.
+    fn checkpoint(&mut self, round: u64) -> Result<(Duration, SnapshotMetrics)> {
+        let id = CheckpointId(round + 1);
+        let format = SnapshotFormat::Incremental {
+            base: self.last.as_ref().map(|(base, _)| *base),
+        };
         let started = Instant::now();
-        let native = self.backend.native_checkpoint(&local_dir)?;
+        self.subtask.finalize_up_to(Epoch(round + 1))?;
+        let snapshot = self.subtask.snapshot_sync_as(&format, id, "bench")?;
         let sync = started.elapsed();
-        let local = LocalCheckpoint {
-            key_group_range: native.key_group_range,
-            max_parallelism: native.max_parallelism,
-            descriptors: native.descriptors.clone(),
-            files: native
-                .files
-                .iter()
-                .map(|f| LocalFile {
-                    local_name: f.local_name.clone(),
-                    path: f.path.clone(),
-                    size: f.size,
-                    shared: f.shared,
-                })
-                .collect(),
-        };
-        let target = IncrementalTarget {
-            uid: self.uid.clone(),
-            subtask: SubtaskIndex(0),
-            checkpoint: id,
-            part_size: 8 << 20,
-        };
-        let upload = spawn_incremental_snapshot(
-            self.runtime.handle(),
-            local,
-            &self.registry,
-            &self.storage,
-            target,
-        );
-        let outcome = self.runtime.block_on(upload)?;
-        self.registry
-            .register(id, &KeyedStateHandle::Incremental(outcome.handle));
-        if let Some(old) = self.previous.replace(native) {
-            std::fs::remove_dir_all(&old.dir).map_err(io("remove", &old.dir))?;
-        }
-        Ok((sync, outcome.metrics))
+        let storage = self.checkpoints.state_storage();
+        let upload = self
+            .runtime
+            .block_on(snapshot.upload(self.runtime.handle(), &storage, id))?;
+        self.last = Some((id, upload.meta));
+        Ok((sync, upload.metrics))
+    }
+
+    /// The round that last wrote key `i` (the load is round 0).
+    fn last_writer(&self, i: usize) -> u64 {
+        self.rounds
+            .iter()
+            .rev()
+            .find(|&&(round, every)| usize::try_from(round).unwrap_or(0) % every == i % every)
+            .map_or(workload::LOAD_ROUND, |&(round, _)| round)
     }
 }
 
-/// Loads `keys` into a fresh RocksDB, takes a first (full) checkpoint, then
-/// incremental ones after changing 1% and 10% of the keys.
+/// Loads `keys` into a fresh RocksDB subtask, takes a first checkpoint (which
+/// sends everything), then incremental ones after changing 1% and 10% of the
+/// keys, and restores the last one.
 pub fn run(
     runtime: &Runtime,
     dir: &Path,
@@ -123,25 +93,36 @@ pub fn run(
 ) -> Result<()> {
     let n = keys.len() as u64;
     let dir = dir.join(format!("incremental-{n}"));
-    std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
-    let mut backend =
-        RocksDbKeyedStateBackend::open(RocksDbOptions::new(dir.join("db"), max, max.full_range()))?;
-    let state = backend.register_state(&workload::descriptor()?)?;
-    let checkpoints = storage::checkpoints(&dir.join("checkpoints"), "incremental")?;
+    let uid = OperatorUid::new("bench")?;
+    let spec = SubtaskSpec {
+        uid: uid.clone(),
+        subtask: SubtaskIndex(0),
+        parallelism: 1,
+        max_parallelism: max,
+        backend: BackendSpec::RocksDb,
+        key_types: None,
+    };
+    let mut subtask = Subtask::open(spec, &dir.join("work"))?;
+    let state = subtask.register_state(&workload::descriptor()?)?;
+    subtask.set_key_types(workload::key_types())?;
+    let checkpoints_dir = dir.join("checkpoints");
     let mut lineage = Lineage {
         runtime,
-        dir: &dir,
-        backend,
+        subtask,
         state,
-        storage: checkpoints.state_storage(),
-        registry: SharedFileRegistry::new(),
-        uid: OperatorUid::new("bench")?,
-        next: 1,
-        previous: None,
+        checkpoints: storage::checkpoints(&checkpoints_dir, "incremental")?,
+        last: None,
+        rounds: Vec::new(),
     };
-    lineage.epoch(keys, 0..keys.len(), workload::LOAD_ROUND)?;
+    workload::epoch(
+        &mut lineage.subtask,
+        state,
+        keys,
+        0..keys.len(),
+        workload::LOAD_ROUND,
+    )?;
 
-    let (sync, first) = lineage.checkpoint()?;
+    let (sync, first) = lineage.checkpoint(workload::LOAD_ROUND)?;
     out.add("incremental", "rocksdb", n, "first_sync", ms(sync), "ms");
     out.add(
         "incremental",
@@ -169,6 +150,7 @@ pub fn run(
     );
 
     let mut round = 0;
+    let mut state_size = first.state_size;
     for (label, every, rounds) in [
         ("1pct", 100, ONE_PERCENT_ROUNDS),
         ("10pct", 10, TEN_PERCENT_ROUNDS),
@@ -176,15 +158,12 @@ pub fn run(
         let (mut ratios, mut syncs, mut uploaded) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             round += 1;
-            lineage.epoch(
-                keys,
-                workload::changed_keys(keys.len(), every, round),
-                round,
-            )?;
-            let (sync, metrics) = lineage.checkpoint()?;
+            lineage.change(keys, every, round)?;
+            let (sync, metrics) = lineage.checkpoint(round)?;
             syncs.push(sync);
             uploaded.push(metrics.uploaded_size);
             ratios.push(metrics.uploaded_size as f64 / metrics.state_size.max(1) as f64);
+            state_size = metrics.state_size;
         }
         ratios.sort_by(f64::total_cmp);
         uploaded.sort_unstable();
@@ -230,7 +209,67 @@ pub fn run(
             "ms",
         );
     }
+    restore_last(&lineage, &dir, keys, (&uid, max), state_size, out)?;
     drop(lineage);
     std::fs::remove_dir_all(&dir).map_err(io("remove", &dir))?;
+    Ok(())
+}
+
+/// Completes the newest checkpoint (a chain over every earlier upload) and
+/// restores it into a fresh operator of each backend, from the disk.
+fn restore_last(
+    lineage: &Lineage<'_>,
+    dir: &Path,
+    keys: &Keys,
+    (uid, max): (&OperatorUid, MaxParallelism),
+    state_size: u64,
+    out: &mut Records,
+) -> Result<()> {
+    let Some((id, meta)) = lineage.last.clone() else {
+        return Ok(());
+    };
+    let checkpoints = &lineage.checkpoints;
+    let url = lineage.runtime.block_on(storage::complete(
+        checkpoints,
+        id,
+        uid,
+        max,
+        Epoch(id.0),
+        vec![meta],
+    ))?;
+    for (name, backend) in [
+        ("rocksdb", BackendSpec::RocksDb),
+        ("heap", BackendSpec::Heap),
+    ] {
+        storage::evict(&dir.join("checkpoints"))?;
+        let work = dir.join(format!("restore-{name}"));
+        let started = Instant::now();
+        let mut operator =
+            LocalOperator::restore(&url, uid.clone(), 1, max, backend, &work, false)?;
+        let took = started.elapsed();
+        let restored = operator.subtask_mut(0)?;
+        let sample = workload::sample(keys.len(), VERIFIED_KEYS, |_| true);
+        workload::verify(restored, lineage.state, keys, &sample, |i| {
+            lineage.last_writer(i)
+        })?;
+        drop(operator);
+        std::fs::remove_dir_all(&work).map_err(io("remove", &work))?;
+        out.add(
+            "incremental",
+            name,
+            keys.len() as u64,
+            "restore_ms",
+            ms(took),
+            "ms",
+        );
+        out.add(
+            "incremental",
+            name,
+            keys.len() as u64,
+            "restore_rate",
+            mib_s(state_size, took),
+            "MiB/s",
+        );
+    }
     Ok(())
 }

@@ -14,14 +14,18 @@
 mod accumulator;
 mod aggregate;
 mod columns;
+mod incremental;
+mod keyed;
 mod restore;
 mod session;
 mod upload;
 pub(crate) mod workdir;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use weir_state::{HeapKeyedStateBackend, KeyedStateBackend, OperatorStateStore, StateId};
+use std::sync::{Arc, Mutex};
+
+use weir_state::{HeapKeyedStateBackend, OperatorStateStore, StateId};
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_types::{Epoch, KeyGroupRange, StateDescriptor, ValueType};
 
@@ -29,9 +33,13 @@ use crate::error::{HostError, Result};
 use crate::session::{BackendSpec, SubtaskSpec, render_types};
 
 pub use aggregate::accumulator_type;
+pub use incremental::SnapshotFormat;
+pub use restore::RestoreOrigin;
 pub use upload::{SubtaskSnapshot, SubtaskUpload, UploadFuture};
 pub use weir_checkpoint::SubtaskRestore;
 
+use incremental::UploadedCheckpoints;
+use keyed::KeyedBackend;
 use workdir::OwnedDir;
 
 /// One operator subtask's keyed and operator state, in this process.
@@ -44,15 +52,21 @@ use workdir::OwnedDir;
 pub struct Subtask {
     spec: SubtaskSpec,
     range: KeyGroupRange,
-    keyed: Box<dyn KeyedStateBackend>,
+    keyed: KeyedBackend,
     operator: OperatorStateStore,
+    /// The incremental checkpoints of this subtask's database whose files
+    /// later ones may reference (shared with the uploads that add to it).
+    uploaded: Arc<Mutex<UploadedCheckpoints>>,
     /// The newest epoch begun, so a snapshot can finalize everything committed.
     last_begun: Option<Epoch>,
     /// Reused encoding buffer of the per-row paths.
     scratch: Vec<u8>,
     /// The RocksDB directory, removed on drop; declared after `keyed` so the
     /// database closes before its files go.
-    _dir: Option<OwnedDir>,
+    dir: Option<OwnedDir>,
+    /// Where the subtask's databases, native checkpoints and restore
+    /// downloads live.
+    work_dir: PathBuf,
 }
 
 impl std::fmt::Debug for Subtask {
@@ -71,18 +85,17 @@ impl Subtask {
     pub fn open(spec: SubtaskSpec, work_dir: &Path) -> Result<Self> {
         let range =
             KeyGroupRange::for_subtask(spec.max_parallelism, spec.parallelism, spec.subtask)?;
-        let (keyed, dir): (Box<dyn KeyedStateBackend>, _) = match spec.backend {
+        let (keyed, dir) = match spec.backend {
             BackendSpec::Heap => (
-                Box::new(HeapKeyedStateBackend::new(spec.max_parallelism, range)?),
+                KeyedBackend::Heap(HeapKeyedStateBackend::new(spec.max_parallelism, range)?),
                 None,
             ),
             BackendSpec::RocksDb => {
-                let dir =
-                    OwnedDir::create(work_dir, &format!("rocksdb-{}-{}", spec.uid, spec.subtask))?;
+                let dir = rocksdb_dir(&spec, work_dir)?;
                 let options = RocksDbOptions::new(dir.path(), spec.max_parallelism, range);
                 let backend = RocksDbKeyedStateBackend::open(options)
                     .map_err(weir_state::StateError::from)?;
-                (Box::new(backend), Some(dir))
+                (KeyedBackend::RocksDb(Box::new(backend)), Some(dir))
             }
         };
         Ok(Self {
@@ -90,9 +103,11 @@ impl Subtask {
             range,
             keyed,
             operator: OperatorStateStore::new(),
+            uploaded: Arc::default(),
             last_begun: None,
             scratch: Vec::new(),
-            _dir: dir,
+            dir,
+            work_dir: work_dir.to_owned(),
         })
     }
 
@@ -147,6 +162,11 @@ impl Subtask {
         Ok(())
     }
 
+    /// The incremental checkpoints of this subtask's database.
+    fn lock_uploaded(&self) -> std::sync::MutexGuard<'_, UploadedCheckpoints> {
+        incremental::lock(&self.uploaded)
+    }
+
     /// The descriptor of a registered keyed state.
     fn descriptor(&self, state: StateId) -> Result<&StateDescriptor> {
         self.keyed
@@ -156,4 +176,9 @@ impl Subtask {
                 state,
             )))
     }
+}
+
+/// A fresh directory for a subtask's RocksDB database under `work_dir`.
+fn rocksdb_dir(spec: &SubtaskSpec, work_dir: &Path) -> Result<OwnedDir> {
+    OwnedDir::create(work_dir, &format!("rocksdb-{}-{}", spec.uid, spec.subtask))
 }

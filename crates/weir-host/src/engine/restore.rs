@@ -1,11 +1,41 @@
 //! Filling a fresh subtask from stored state (restore and rescale).
+//!
+//! Canonical snapshot files are read key group by key group into any
+//! backend. RocksDB's native (incremental) checkpoints are downloaded and
+//! opened: a RocksDB subtask becomes the database built from them (SST files
+//! hard-linked, key groups outside its range dropped, see
+//! `RocksDbKeyedStateBackend::restore_from_native`); a heap subtask copies
+//! its key groups out of that database, so switching backends needs no
+//! savepoint.
+
+use std::path::PathBuf;
 
 use weir_checkpoint::SubtaskRestore;
-use weir_snapshot::{SnapshotStorage, read_operator_state, restore_keyed};
-use weir_state::{OperatorStateSnapshot, OperatorStateStore, redistribute};
+use weir_snapshot::{
+    IncrementalSnapshotHandle, KeyedStateHandle, SnapshotStorage, download_incremental,
+    read_operator_state, restore_keyed,
+};
+use weir_state::{
+    FrozenKeyedState, KeyedStateBackend, OperatorStateSnapshot, OperatorStateStore, StateEntry,
+    StateError, StateId, redistribute,
+};
+use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
+use weir_types::CheckpointId;
 
-use super::Subtask;
+use super::keyed::KeyedBackend;
+use super::workdir::OwnedDir;
+use super::{Subtask, rocksdb_dir};
 use crate::error::{HostError, Result};
+
+/// Which stored checkpoint a restore reads: its id and the job directory
+/// (or savepoint directory) its handles' paths are relative to.
+#[derive(Debug, Clone, Copy)]
+pub struct RestoreOrigin<'a> {
+    /// The checkpoint or savepoint.
+    pub checkpoint: CheckpointId,
+    /// Where it is stored, as the job names it (a URL or path).
+    pub location: &'a str,
+}
 
 impl Subtask {
     /// Restores keyed state (this subtask's key groups only, from any
@@ -19,6 +49,7 @@ impl Subtask {
         &mut self,
         restore: &SubtaskRestore,
         storage: &SnapshotStorage,
+        origin: RestoreOrigin<'_>,
     ) -> Result<()> {
         if restore.subtask != self.spec.subtask || restore.key_group_range != self.range {
             return Err(HostError::InvalidRequest(format!(
@@ -33,13 +64,23 @@ impl Subtask {
                 "restore a subtask before it registers operator state or begins an epoch".into(),
             ));
         }
-        restore_keyed(
-            self.keyed.as_mut(),
-            &restore.keyed,
-            &*storage.store,
-            &storage.root,
-        )
-        .await?;
+        let (native, canonical): (Vec<_>, Vec<_>) = restore
+            .keyed
+            .iter()
+            .cloned()
+            .partition(|h| matches!(h, KeyedStateHandle::Incremental(_)));
+        let native: Vec<IncrementalSnapshotHandle> = native
+            .into_iter()
+            .filter_map(|h| match h {
+                KeyedStateHandle::Incremental(h) => Some(h),
+                KeyedStateHandle::Full(_) => None,
+            })
+            .collect();
+        if !native.is_empty() {
+            self.restore_native(&native, storage, restore.rescaled, origin)
+                .await?;
+        }
+        restore_keyed(&mut *self.keyed, &canonical, &*storage.store, &storage.root).await?;
         let mut old = Vec::with_capacity(restore.operator_state.len());
         for file in &restore.operator_state {
             old.push(read_operator_state(file, &*storage.store, &storage.root).await?);
@@ -65,4 +106,87 @@ impl Subtask {
         self.operator = OperatorStateStore::restore(&own)?;
         Ok(())
     }
+
+    /// Restores the keyed state from RocksDB native checkpoints.
+    async fn restore_native(
+        &mut self,
+        handles: &[IncrementalSnapshotHandle],
+        storage: &SnapshotStorage,
+        rescaled: bool,
+        origin: RestoreOrigin<'_>,
+    ) -> Result<()> {
+        let name = format!("restore-{}-{}", self.spec.uid, self.spec.subtask);
+        let downloads = OwnedDir::create(&self.work_dir, &name)?;
+        let mut dirs = Vec::with_capacity(handles.len());
+        for (i, handle) in handles.iter().enumerate() {
+            let dir = downloads.path().join(i.to_string());
+            download_incremental(handle, &*storage.store, &storage.root, &dir).await?;
+            dirs.push(dir);
+        }
+        let registered = self.keyed.descriptors().to_vec();
+        match &mut self.keyed {
+            KeyedBackend::RocksDb(_) => {
+                let dir = rocksdb_dir(&self.spec, &self.work_dir)?;
+                let restored = self.open_native(&dirs, dir.path().to_owned())?;
+                // The old database closes before its directory goes.
+                self.keyed = KeyedBackend::RocksDb(Box::new(restored));
+                self.dir = Some(dir);
+                if let [handle] = handles
+                    && !rescaled
+                    && handle.key_group_range == self.range
+                {
+                    self.lock_uploaded()
+                        .record(origin.checkpoint, origin.location, handle.clone());
+                }
+            }
+            KeyedBackend::Heap(heap) => {
+                let scratch = downloads.path().join("merged");
+                let mut restored = {
+                    let options =
+                        RocksDbOptions::new(&scratch, self.spec.max_parallelism, self.range);
+                    RocksDbKeyedStateBackend::restore_from_native(&dirs, options)
+                        .map_err(StateError::from)?
+                };
+                copy_entries(restored.snapshot_sync()?.as_ref(), heap)?;
+            }
+        }
+        for (index, descriptor) in registered.iter().enumerate() {
+            let id = self.keyed.register_state(descriptor)?;
+            if id.0 as usize != index {
+                return Err(HostError::InvalidRequest(format!(
+                    "state {:?} is number {} in the restored checkpoint but was registered as \
+                     number {index} before the restore; restore before registering states",
+                    descriptor.name, id.0
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A RocksDB database at `path` built from the downloaded checkpoints.
+    fn open_native(&self, dirs: &[PathBuf], path: PathBuf) -> Result<RocksDbKeyedStateBackend> {
+        let options = RocksDbOptions::new(path, self.spec.max_parallelism, self.range);
+        Ok(RocksDbKeyedStateBackend::restore_from_native(dirs, options)
+            .map_err(StateError::from)?)
+    }
+}
+
+/// Copies every entry of `frozen` into `into`, registering its states.
+fn copy_entries(frozen: &dyn FrozenKeyedState, into: &mut dyn KeyedStateBackend) -> Result<()> {
+    let ids = frozen
+        .descriptors()
+        .iter()
+        .map(|d| into.register_state(d))
+        .collect::<weir_state::Result<Vec<StateId>>>()?;
+    into.begin_bulk_load()?;
+    for key_group in frozen.key_group_range().iter() {
+        frozen.for_each_entry(key_group, &mut |entry| {
+            let state = *ids
+                .get(entry.state.0 as usize)
+                .ok_or(StateError::UnknownState(entry.state))?;
+            into.ingest(StateEntry { state, ..entry })
+        })?;
+    }
+    into.finish_bulk_load()?;
+    Ok(())
 }

@@ -1,24 +1,26 @@
 //! The asynchronous part of a subtask snapshot: the keyed state as one
-//! key-group-indexed full snapshot file (zstd per key group) and the operator
-//! state as one file, both named by `layout`.
+//! key-group-indexed full snapshot file (zstd per key group) or as RocksDB's
+//! own files, uploaded incrementally, and the operator state as one file,
+//! all named by `layout`.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use weir_checkpoint::{SubtaskStateMeta, layout};
 use weir_snapshot::{
-    FullSnapshotOptions, KeyedStateHandle, SnapshotError, SnapshotMetrics, SnapshotStorage,
-    spawn_full_snapshot, write_operator_state,
+    FullSnapshotOptions, KeyedStateHandle, SnapshotError, SnapshotFuture, SnapshotMetrics,
+    SnapshotOutcome, SnapshotStorage, spawn_full_snapshot, write_operator_state,
 };
 use weir_state::{FrozenKeyedState, OperatorStateSnapshot};
 use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
 
 use super::Subtask;
+use super::incremental::{NativeSnapshot, SnapshotFormat};
+use super::keyed::KeyedBackend;
 use crate::error::{HostError, Result};
 
 /// A frozen subtask state (the synchronous part of a snapshot); uploading
@@ -27,8 +29,15 @@ pub struct SubtaskSnapshot {
     uid: OperatorUid,
     subtask: SubtaskIndex,
     key_types: Option<Vec<ValueType>>,
-    keyed: Box<dyn FrozenKeyedState>,
+    descriptors: Vec<StateDescriptor>,
+    keyed: FrozenKeyed,
     operator: OperatorStateSnapshot,
+}
+
+/// The keyed part, in the format it is stored in.
+enum FrozenKeyed {
+    Canonical(Box<dyn FrozenKeyedState>),
+    Native(Box<NativeSnapshot>),
 }
 
 impl std::fmt::Debug for SubtaskSnapshot {
@@ -36,7 +45,7 @@ impl std::fmt::Debug for SubtaskSnapshot {
         f.debug_struct("SubtaskSnapshot")
             .field("uid", &self.uid)
             .field("subtask", &self.subtask)
-            .field("key_group_range", &self.keyed.key_group_range())
+            .field("descriptors", &self.descriptors.len())
             .finish_non_exhaustive()
     }
 }
@@ -51,15 +60,48 @@ pub struct SubtaskUpload {
 }
 
 impl Subtask {
-    /// The synchronous part of a snapshot: every epoch begun must be final
-    /// (call [`Subtask::finalize_all`] first). Cheap: shares the data.
+    /// The synchronous part of a canonical snapshot: every epoch begun must
+    /// be final (call [`Subtask::finalize_all`] first). Cheap: shares the
+    /// data.
     pub fn snapshot_sync(&mut self) -> Result<SubtaskSnapshot> {
+        self.snapshot_sync_as(&SnapshotFormat::Canonical, CheckpointId(0), "")
+    }
+
+    /// The synchronous part of checkpoint `checkpoint` in `format`, to be
+    /// uploaded under the job directory `location` (how a later incremental
+    /// checkpoint recognizes files it may reference). A RocksDB incremental
+    /// snapshot only queues RocksDB's native checkpoint behind the final
+    /// epochs; the upload waits for it.
+    pub fn snapshot_sync_as(
+        &mut self,
+        format: &SnapshotFormat,
+        checkpoint: CheckpointId,
+        location: &str,
+    ) -> Result<SubtaskSnapshot> {
         let operator = self.operator.snapshot()?;
-        let keyed = self.keyed.snapshot_sync()?;
+        let descriptors = self.keyed.descriptors().to_vec();
+        let name = format!(
+            "checkpoint-{checkpoint}-{}-{}",
+            self.spec.uid, self.spec.subtask
+        );
+        let keyed = match (format, &mut self.keyed) {
+            (SnapshotFormat::Incremental { base }, KeyedBackend::RocksDb(backend)) => {
+                FrozenKeyed::Native(Box::new(NativeSnapshot::start(
+                    backend,
+                    &self.work_dir,
+                    &name,
+                    *base,
+                    location,
+                    &self.uploaded,
+                )?))
+            }
+            _ => FrozenKeyed::Canonical(self.keyed.snapshot_sync()?),
+        };
         Ok(SubtaskSnapshot {
             uid: self.spec.uid.clone(),
             subtask: self.spec.subtask,
             key_types: self.spec.key_types.clone(),
+            descriptors,
             keyed,
             operator,
         })
@@ -69,7 +111,7 @@ impl Subtask {
 impl SubtaskSnapshot {
     /// The keyed states the snapshot holds.
     pub fn descriptors(&self) -> &[StateDescriptor] {
-        self.keyed.descriptors()
+        &self.descriptors
     }
 
     /// The key columns' types recorded with the snapshot.
@@ -77,43 +119,39 @@ impl SubtaskSnapshot {
         self.key_types.as_deref()
     }
 
-    /// Spawns the upload on `runtime` into `storage`: the keyed file
-    /// (`layout::keyed_state_file`) if keyed states are registered, the
-    /// operator state file (`layout::operator_state_file`) if operator
-    /// states are.
+    /// Spawns the upload on `runtime` into `storage`: the keyed state
+    /// (`layout::keyed_state_file`, or RocksDB's files under the shared and
+    /// checkpoint directories) if keyed states are registered, the operator
+    /// state file (`layout::operator_state_file`) if operator states are.
     pub fn upload(
         self,
         runtime: &Handle,
         storage: &SnapshotStorage,
         checkpoint: CheckpointId,
     ) -> UploadFuture {
-        let keyed_file = layout::keyed_state_file(checkpoint, &self.uid, self.subtask);
+        let cancel = CancellationToken::new();
         let operator_file = layout::operator_state_file(checkpoint, &self.uid, self.subtask);
         // An operator without keyed states stores no keyed file, so its
         // `_metadata` needs no key types.
-        let keyed = (!self.keyed.descriptors().is_empty()).then(|| {
-            spawn_full_snapshot(
-                runtime,
+        let keyed = (!self.descriptors.is_empty()).then(|| {
+            let upload = keyed_upload(
                 self.keyed,
-                storage,
-                &keyed_file,
-                FullSnapshotOptions {
-                    key_types: self.key_types,
-                    ..FullSnapshotOptions::default()
-                },
-            )
+                runtime.clone(),
+                storage.clone(),
+                (self.uid.clone(), self.subtask, checkpoint),
+                self.key_types,
+                cancel.clone(),
+            );
+            runtime.spawn(upload)
         });
-        let token = keyed.as_ref().map(|k| k.cancel_token());
-        let canceled = Arc::new(AtomicBool::new(false));
-        let seen = Arc::clone(&canceled);
         let storage = storage.clone();
-        let (subtask, operator) = (self.subtask, self.operator);
+        let (subtask, operator, canceled) = (self.subtask, self.operator, cancel.clone());
         let join = runtime.spawn(async move {
             let started = std::time::Instant::now();
             let mut metrics = SnapshotMetrics::default();
             let operator_state = if operator.states.is_empty() {
                 None
-            } else if seen.load(Ordering::Acquire) {
+            } else if canceled.is_cancelled() {
                 return Err(SnapshotError::Cancelled.into());
             } else {
                 let file =
@@ -124,12 +162,12 @@ impl SubtaskSnapshot {
                 Some(file)
             };
             let keyed = match keyed {
-                Some(future) => {
-                    let outcome = future.await?;
-                    metrics.state_size += outcome.metrics.state_size;
-                    metrics.uploaded_size += outcome.metrics.uploaded_size;
-                    metrics.entries = outcome.metrics.entries;
-                    Some(KeyedStateHandle::Full(outcome.handle))
+                Some(task) => {
+                    let (handle, keyed_metrics) = task.await.map_err(task_failed)??;
+                    metrics.state_size += keyed_metrics.state_size;
+                    metrics.uploaded_size += keyed_metrics.uploaded_size;
+                    metrics.entries = keyed_metrics.entries;
+                    Some(handle)
                 }
                 None => None,
             };
@@ -144,16 +182,57 @@ impl SubtaskSnapshot {
             })
         });
         UploadFuture {
-            canceled,
-            cancel_keyed: Box::new(move || {
-                if let Some(token) = &token {
-                    token.cancel();
-                }
-            }),
+            cancel,
             join,
             done: false,
         }
     }
+}
+
+/// The upload of the keyed part, stopped by `cancel`.
+async fn keyed_upload(
+    keyed: FrozenKeyed,
+    runtime: Handle,
+    storage: SnapshotStorage,
+    target: (OperatorUid, SubtaskIndex, CheckpointId),
+    key_types: Option<Vec<ValueType>>,
+    cancel: CancellationToken,
+) -> Result<(KeyedStateHandle, SnapshotMetrics)> {
+    match keyed {
+        FrozenKeyed::Canonical(frozen) => {
+            let (uid, subtask, checkpoint) = &target;
+            let file = layout::keyed_state_file(*checkpoint, uid, *subtask);
+            let options = FullSnapshotOptions {
+                key_types,
+                ..FullSnapshotOptions::default()
+            };
+            let future = spawn_full_snapshot(&runtime, frozen, &storage, &file, options);
+            let outcome = cancelable(future, &cancel).await?;
+            Ok((KeyedStateHandle::Full(outcome.handle), outcome.metrics))
+        }
+        FrozenKeyed::Native(native) => native.upload(runtime, storage, target, cancel).await,
+    }
+}
+
+/// Awaits `future`, canceling it (and waiting until it stopped writing)
+/// once `cancel` is.
+pub(super) async fn cancelable<H: Send + 'static>(
+    mut future: SnapshotFuture<H>,
+    cancel: &CancellationToken,
+) -> Result<SnapshotOutcome<H>> {
+    tokio::select! {
+        outcome = &mut future => Ok(outcome?),
+        () = cancel.cancelled() => {
+            future.cancel();
+            Ok(future.await?)
+        }
+    }
+}
+
+fn task_failed(e: tokio::task::JoinError) -> HostError {
+    HostError::Snapshot(SnapshotError::TaskFailed {
+        reason: e.to_string(),
+    })
 }
 
 /// The upload of a [`SubtaskSnapshot`]; resolves to its [`SubtaskUpload`].
@@ -164,8 +243,7 @@ impl SubtaskSnapshot {
 /// is what happens to the directory of a checkpoint that never completes.
 #[must_use = "dropping an UploadFuture cancels the upload"]
 pub struct UploadFuture {
-    canceled: Arc<AtomicBool>,
-    cancel_keyed: Box<dyn Fn() + Send + Sync>,
+    cancel: CancellationToken,
     join: JoinHandle<Result<SubtaskUpload>>,
     done: bool,
 }
@@ -173,7 +251,7 @@ pub struct UploadFuture {
 impl std::fmt::Debug for UploadFuture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UploadFuture")
-            .field("canceled", &self.canceled.load(Ordering::Acquire))
+            .field("canceled", &self.cancel.is_cancelled())
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
@@ -183,8 +261,7 @@ impl UploadFuture {
     /// Stops the upload; awaiting it then fails with a canceled error.
     /// Idempotent; an upload that already resolved is not affected.
     pub fn cancel(&self) {
-        self.canceled.store(true, Ordering::Release);
-        (self.cancel_keyed)();
+        self.cancel.cancel();
     }
 }
 
@@ -195,12 +272,7 @@ impl Future for UploadFuture {
         let this = self.get_mut();
         let joined = std::task::ready!(Pin::new(&mut this.join).poll(cx));
         this.done = true;
-        Poll::Ready(match joined {
-            Ok(result) => result,
-            Err(e) => Err(HostError::Snapshot(SnapshotError::TaskFailed {
-                reason: e.to_string(),
-            })),
-        })
+        Poll::Ready(joined.map_err(task_failed).and_then(|result| result))
     }
 }
 

@@ -16,6 +16,7 @@ use weir_types::{
     Attempt, CheckpointId, Epoch, KeyGroupRange, OperatorUid, StateDescriptor, SubtaskIndex,
 };
 
+use crate::engine::SnapshotFormat;
 use crate::error::{HostError, RemoteErrorKind, Result};
 use crate::session::{NativeAggregate, SubtaskSpec};
 
@@ -325,6 +326,10 @@ pub struct BarrierRequest {
     pub storage: StorageRef,
     /// Where the ack goes.
     pub ack: AckTarget,
+    /// How the keyed state is stored: canonical files (savepoints; the
+    /// default) or RocksDB's own files, uploaded incrementally.
+    #[serde(default)]
+    pub format: SnapshotFormat,
 }
 
 /// The coordinator's HTTP endpoint and the job token it wants.
@@ -578,6 +583,9 @@ mod tests {
                 ack: AckTarget {
                     url: "http://127.0.0.1:1".into(),
                     token: "t".into(),
+                },
+                format: SnapshotFormat::Incremental {
+                    base: Some(CheckpointId(2)),
                 },
             })),
             Request::Status,

@@ -13,6 +13,7 @@ mod message;
 pub mod payload;
 mod transport;
 
+pub use crate::engine::SnapshotFormat;
 pub use dir::HostDir;
 pub use frame::{
     Frame, FrameError, FrameLimits, MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, MAX_PAYLOADS,

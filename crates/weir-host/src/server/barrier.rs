@@ -53,7 +53,9 @@ pub(crate) fn take(
         slot.subtask.finalize_up_to(request.cut)?;
         slot.note_final();
     }
-    let snapshot = slot.subtask.snapshot_sync()?;
+    let snapshot = slot
+        .subtask
+        .snapshot_sync_as(&request.format, id, &request.storage.url)?;
     let sync = started.elapsed();
     let key_types = snapshot.key_types().map(<[_]>::to_vec);
     let states = snapshot.descriptors().to_vec();

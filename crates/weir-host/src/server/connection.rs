@@ -12,6 +12,7 @@ use super::host::{Host, SharedSlot, SlotKey, Tally, lock_slot};
 use super::op::{Answer, SlotOp, done};
 use super::slot::{Slot, check_attach};
 use super::watchdog::ExitReason;
+use crate::engine::RestoreOrigin;
 use crate::error::{HostError, Result};
 use crate::protocol::{
     DeadlineReader, Expectation, Frame, FrameError, FrameLimits, PROTOCOL_VERSION, Reply, Request,
@@ -260,9 +261,14 @@ impl Session {
         let dir = self.host.slot_dir(&key);
         let mut slot = Slot::open(spec, &dir)?;
         let plan = request.subtask_restore();
-        self.host
-            .runtime
-            .block_on(slot.subtask.restore(&plan, &storage))?;
+        self.host.runtime.block_on(slot.subtask.restore(
+            &plan,
+            &storage,
+            RestoreOrigin {
+                checkpoint: request.restored_from,
+                location: &request.storage.url,
+            },
+        ))?;
         slot.facts.restored_from = Some(request.restored_from);
         slot.facts.final_epoch = Some(request.cut);
         let range = slot.subtask.key_group_range();

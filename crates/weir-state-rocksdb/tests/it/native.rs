@@ -90,6 +90,70 @@ fn checkpoint_needs_every_epoch_final() {
     ));
 }
 
+/// The synchronous part only queues the checkpoint: epochs that become final
+/// before anyone waits for it are not in it, and the backend reads them.
+#[test]
+fn a_started_checkpoint_holds_the_cut_it_was_started_at() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = 200;
+    let mut b = filled(&dir.path().join("db"), max().full_range(), n);
+    let s = register_all(&mut b);
+    let pending = b
+        .start_native_checkpoint(&dir.path().join("chk"))
+        .expect("start");
+    for e in 2..6 {
+        final_epoch(&mut b, e, |b| {
+            for i in 0..n {
+                b.put_value(
+                    s.value,
+                    Key::new(i).state_key(),
+                    &(i * e as i64).to_le_bytes(),
+                )
+                .expect("put");
+            }
+        });
+    }
+    let chk = pending.wait().expect("checkpoint");
+    assert_eq!(chk.last_final_epoch, Some(Epoch(1)));
+    assert_eq!(
+        value(&mut b, s.value, &Key::new(7)),
+        Some(35i64.to_le_bytes().to_vec())
+    );
+    drop(b);
+    let mut restored = RocksDbKeyedStateBackend::restore_from_native(
+        std::slice::from_ref(&chk.dir),
+        options(&dir.path().join("restored"), max().full_range()),
+    )
+    .expect("restore");
+    assert_eq!(restored.last_final_epoch(), Some(Epoch(1)));
+    for i in 0..n {
+        assert_eq!(
+            value(&mut restored, s.value, &Key::new(i)),
+            Some(i.to_le_bytes().to_vec())
+        );
+    }
+}
+
+/// A checkpoint that cannot be created fails alone; the backend folds on.
+#[test]
+fn a_failed_checkpoint_leaves_the_backend_working() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut b = filled(&dir.path().join("db"), max().full_range(), 10);
+    let s = register_all(&mut b);
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).expect("mkdir");
+    std::fs::write(taken.join("CURRENT"), b"not a checkpoint").expect("write");
+    assert!(b.native_checkpoint(&taken).is_err());
+    final_epoch(&mut b, 2, |b| {
+        b.put_value(s.value, Key::new(1).state_key(), b"after")
+            .expect("put")
+    });
+    let chk = b
+        .native_checkpoint(&dir.path().join("chk"))
+        .expect("checkpoint");
+    assert_eq!(chk.last_final_epoch, Some(Epoch(2)));
+}
+
 #[test]
 fn restore_into_a_narrower_range_keeps_only_its_key_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
