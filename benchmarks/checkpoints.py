@@ -78,6 +78,9 @@ TARGETS = [
         lambda k: k >= RATE_MIN_KEYS,
     ),
     Target("incremental", "ratio_1pct_p50", "<= 0.03", lambda v: v <= 0.03, lambda k: k >= RATE_MIN_KEYS),
+    Target(
+        "incremental", "restore_vs_disk_read", ">= 0.50", lambda v: v >= 0.50, lambda k: k >= RATE_MIN_KEYS
+    ),
     Target("restore", "restore_vs_disk_read", ">= 0.50", lambda v: v >= 0.50, lambda k: k >= RATE_MIN_KEYS),
 ]
 
@@ -95,6 +98,9 @@ SHOWN = {
         "ratio_1pct_max",
         "sync_1pct_p50",
         "ratio_10pct_p50",
+        "restore_ms",
+        "restore_rate",
+        "restore_vs_disk_read",
     ],
     "restore": ["restore_p50", "snapshot_bytes", "restore_rate", "restore_vs_disk_read"],
     "rescale": ["restore_2_to_2_ms", "restore_2_to_3_ms", "rescale_vs_plain"],
@@ -171,6 +177,7 @@ def derive(records: list[Record], disk: DiskBandwidth) -> list[Record]:
         ("async_upload", "upload_rate", "upload_vs_disk_write", disk.write_mb_s),
         ("incremental", "first_upload_rate", "first_upload_vs_disk_write", disk.write_mb_s),
         ("restore", "restore_rate", "restore_vs_disk_read", disk.read_mb_s),
+        ("incremental", "restore_rate", "restore_vs_disk_read", disk.read_mb_s),
     ]
     for r in records:
         for benchmark, metric, name, bandwidth in pairs:

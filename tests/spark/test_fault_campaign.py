@@ -36,6 +36,7 @@ from keyed_jobs import (
     state_host_pids,
 )
 
+from weir.config import StateBackend
 from weir.spark import EpochProgress, StreamJob, restart, sinks, sources
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Plan:
 
     seed: int
     backend: str
+    """``heap``, ``rocksdb``, or ``rocksdb-incremental`` (incremental checkpoints)."""
     parallelism: int
     interval_ms: int
     rows_per_epoch: int
@@ -78,7 +80,7 @@ class Plan:
         )
         return Plan(
             seed=seed,
-            backend=rng.choice(["heap", "rocksdb"]),
+            backend=rng.choice(["heap", "rocksdb", "rocksdb-incremental"]),
             parallelism=rng.choice([1, 2, 3]),
             interval_ms=rng.choice([100, 300, 1_000]),
             rows_per_epoch=rows,
@@ -142,7 +144,9 @@ def _job(spark: SparkSession, plan: Plan, tmp: Path, name: str, function: Any, *
         spark,
         name=name,
         checkpoint_dir=str(tmp / "ckpt"),
-        state_backend=plan.backend,
+        state_backend=StateBackend("rocksdb", incremental=True)
+        if plan.backend == "rocksdb-incremental"
+        else plan.backend,
         parallelism=plan.parallelism,
         savepoint_dir=str(tmp / "savepoints"),
         restart_strategy=restart.fixed_delay(10, 0.1),

@@ -301,6 +301,16 @@ fn incremental(
     (completed(runtime, storage, id, upload.meta), metrics)
 }
 
+/// Under 5% of the checkpoint's bytes were uploaded.
+fn assert_little_sent(sent: &weir_snapshot::SnapshotMetrics, when: &str) {
+    assert!(
+        sent.uploaded_size * 20 < sent.state_size,
+        "{when}: {} of {} bytes sent",
+        sent.uploaded_size,
+        sent.state_size
+    );
+}
+
 fn shared_paths(meta: &CheckpointMetadata) -> Vec<String> {
     match &meta.operators[0].subtasks[0].keyed {
         Some(KeyedStateHandle::Incremental(h)) => {
@@ -331,12 +341,7 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
     assert_eq!(sent.uploaded_size, sent.state_size, "nothing to reuse yet");
     write_round(&mut s, v, 2, &changed, 2);
     let (second, sent) = incremental(&runtime, &storage, &mut s, 2, Some(1));
-    assert!(
-        sent.uploaded_size * 20 < sent.state_size,
-        "1% changed, {} of {} bytes sent",
-        sent.uploaded_size,
-        sent.state_size
-    );
+    assert_little_sent(&sent, "1% changed");
     let reused: Vec<_> = shared_paths(&second)
         .into_iter()
         .filter(|p| shared_paths(&first).contains(p))
@@ -390,12 +395,7 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
                 let v = sub.register_state(&descriptor()).expect("registered");
                 write_round(&mut sub, v, 3, &changed, 4);
                 let (_, sent) = incremental(&runtime, &storage, &mut sub, 4, Some(2));
-                assert!(
-                    sent.uploaded_size * 20 < sent.state_size,
-                    "after a restore without rescaling, {} of {} bytes sent",
-                    sent.uploaded_size,
-                    sent.state_size
-                );
+                assert_little_sent(&sent, "after a restore without rescaling");
             }
         }
     }

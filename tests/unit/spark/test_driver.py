@@ -356,3 +356,18 @@ def test_the_epoch_after_a_cut_carries_its_barrier() -> None:
     shell.step(None, (barrier(1, order.epoch),))
     decision = shell.step(InputPlanned(True, {"next": 200}, False))
     assert decision.action.order.barrier == barrier(1, order.epoch)
+
+
+def test_incremental_checkpoints_build_on_the_newest_checkpoint_of_this_run() -> None:
+    # The base an incremental checkpoint references must be retained: the
+    # newest completed checkpoint of this run (a savepoint never is one, and
+    # a checkpoint of an earlier run may be gone).
+    shell = Shell(origin="file:///ckpt/job/chk-7")
+    shell.start(RestorePoint("file:///ckpt/job/chk-7", 7, 0, {SOURCE: {"next": 0}}, frozenset({"avg"}), 0))
+    assert shell.run_data_epoch(100).incremental_base is None
+    shell.step(None, (completed(8, 1),))
+    assert shell.run_data_epoch(200).incremental_base == 8
+    shell.step(None, (completed(9, 2, "savepoint", "file:///savepoints/sp-9"),))
+    assert shell.run_data_epoch(300).incremental_base == 8
+    shell.step(None, (completed(10, 3),))
+    assert shell.run_data_epoch(400).incremental_base == 10

@@ -7,10 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use weir_host::engine::Subtask;
 use weir_host::local::LocalOperator;
-use weir_host::{SubtaskSession, SubtaskSpec};
-use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
+use weir_types::{CheckpointId, Epoch, MaxParallelism};
 
 use crate::Backend;
 use crate::error::{Result, io};
@@ -53,19 +51,9 @@ pub fn run(
 ) -> Result<()> {
     let (name, backend) = (backend.name, &backend.spec);
     let n = keys.len() as u64;
-    let uid = OperatorUid::new("bench")?;
-    let spec = SubtaskSpec {
-        uid: uid.clone(),
-        subtask: SubtaskIndex(0),
-        parallelism: 1,
-        max_parallelism: max,
-        backend: backend.clone(),
-        key_types: None,
-    };
+    let uid = workload::operator()?;
     let work = dir.join(format!("work-{name}-{n}"));
-    let mut subtask = Subtask::open(spec, &work)?;
-    let state = subtask.register_state(&workload::descriptor()?)?;
-    subtask.set_key_types(workload::key_types())?;
+    let (mut subtask, state) = workload::subtask(backend.clone(), max, &work)?;
 
     memory::reset_peak()?;
     let before = memory::resident()?;

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use weir_host::engine::{SnapshotFormat, Subtask};
 use weir_host::local::LocalOperator;
-use weir_host::{BackendSpec, SubtaskSession, SubtaskSpec};
+use weir_host::{BackendSpec, SubtaskSession};
 use weir_snapshot::SnapshotMetrics;
 use weir_state::StateId;
-use weir_types::{CheckpointId, Epoch, MaxParallelism, OperatorUid, SubtaskIndex};
+use weir_types::{Attempt, CheckpointId, Epoch, MaxParallelism, OperatorUid};
 
 use crate::error::{Result, io};
 use crate::report::{Records, mib_s, ms, percentile};
@@ -31,12 +31,18 @@ const TEN_PERCENT_ROUNDS: u64 = 2;
 /// Keys checked after each restore.
 const VERIFIED_KEYS: usize = 2_000;
 
+/// Keys per epoch of the load, as a running job writes them: each epoch's
+/// fold into RocksDB runs in the background while the next one is written.
+const LOAD_EPOCH_KEYS: usize = 100_000;
+
 /// One RocksDB subtask, its checkpoints so far and where they go.
 struct Lineage<'a> {
     runtime: &'a Runtime,
     subtask: Subtask,
     state: StateId,
     checkpoints: weir_checkpoint::CheckpointStorage,
+    /// The newest epoch written (and final).
+    epoch: u64,
     /// The newest checkpoint: the next one's base.
     last: Option<(CheckpointId, weir_checkpoint::SubtaskStateMeta)>,
     /// `(round, every)`: round `round` changed every `every`-th key.
@@ -44,23 +50,42 @@ struct Lineage<'a> {
 }
 
 impl Lineage<'_> {
-    /// Writes the keys round `round` changes in its own epoch.
+    /// Writes `indices` with round `round`'s values in the next epoch, which
+    /// becomes final at once (as the next epoch's begin would make it).
+    fn write(
+        &mut self,
+        keys: &Keys,
+        indices: impl Iterator<Item = usize>,
+        round: u64,
+    ) -> Result<()> {
+        self.epoch += 1;
+        let epoch = Epoch(self.epoch);
+        self.subtask.begin(epoch, Attempt(0), None)?;
+        workload::put(&mut self.subtask, self.state, keys, indices, round)?;
+        self.subtask.commit(epoch, Attempt(0))?;
+        self.subtask.finalize_up_to(epoch)?;
+        Ok(())
+    }
+
+    /// Writes the keys round `round` changes in one epoch.
     fn change(&mut self, keys: &Keys, every: usize, round: u64) -> Result<()> {
-        let changed = workload::changed_keys(keys.len(), every, round);
-        workload::epoch(&mut self.subtask, self.state, keys, changed, round)?;
+        self.write(
+            keys,
+            workload::changed_keys(keys.len(), every, round),
+            round,
+        )?;
         self.rounds.push((round, every));
         Ok(())
     }
 
-    /// Takes and uploads checkpoint `round` at the cut of epoch `round + 1`;
-    /// returns the synchronous pause and the upload's metrics.
+    /// Takes and uploads checkpoint `round + 1` at the newest epoch; returns
+    /// the synchronous part's duration and the upload's metrics.
     fn checkpoint(&mut self, round: u64) -> Result<(Duration, SnapshotMetrics)> {
         let id = CheckpointId(round + 1);
         let format = SnapshotFormat::Incremental {
             base: self.last.as_ref().map(|(base, _)| *base),
         };
         let started = Instant::now();
-        self.subtask.finalize_up_to(Epoch(round + 1))?;
         let snapshot = self.subtask.snapshot_sync_as(&format, id, "bench")?;
         let sync = started.elapsed();
         let storage = self.checkpoints.state_storage();
@@ -81,8 +106,8 @@ impl Lineage<'_> {
     }
 }
 
-/// Loads `keys` into a fresh RocksDB subtask, takes a first checkpoint (which
-/// sends everything), then incremental ones after changing 1% and 10% of the
+/// Loads `keys` into a fresh RocksDB subtask (in epochs of
+/// [`LOAD_EPOCH_KEYS`]), takes a first checkpoint (which sends everything), then incremental ones after changing 1% and 10% of the
 /// keys, and restores the last one.
 pub fn run(
     runtime: &Runtime,
@@ -93,34 +118,22 @@ pub fn run(
 ) -> Result<()> {
     let n = keys.len() as u64;
     let dir = dir.join(format!("incremental-{n}"));
-    let uid = OperatorUid::new("bench")?;
-    let spec = SubtaskSpec {
-        uid: uid.clone(),
-        subtask: SubtaskIndex(0),
-        parallelism: 1,
-        max_parallelism: max,
-        backend: BackendSpec::RocksDb,
-        key_types: None,
-    };
-    let mut subtask = Subtask::open(spec, &dir.join("work"))?;
-    let state = subtask.register_state(&workload::descriptor()?)?;
-    subtask.set_key_types(workload::key_types())?;
+    let uid = workload::operator()?;
+    let (subtask, state) = workload::subtask(BackendSpec::RocksDb, max, &dir.join("work"))?;
     let checkpoints_dir = dir.join("checkpoints");
     let mut lineage = Lineage {
         runtime,
         subtask,
         state,
         checkpoints: storage::checkpoints(&checkpoints_dir, "incremental")?,
+        epoch: 0,
         last: None,
         rounds: Vec::new(),
     };
-    workload::epoch(
-        &mut lineage.subtask,
-        state,
-        keys,
-        0..keys.len(),
-        workload::LOAD_ROUND,
-    )?;
+    for start in (0..keys.len()).step_by(LOAD_EPOCH_KEYS) {
+        let end = (start + LOAD_EPOCH_KEYS).min(keys.len());
+        lineage.write(keys, start..end, workload::LOAD_ROUND)?;
+    }
 
     let (sync, first) = lineage.checkpoint(workload::LOAD_ROUND)?;
     out.add("incremental", "rocksdb", n, "first_sync", ms(sync), "ms");
@@ -234,7 +247,7 @@ fn restore_last(
         id,
         uid,
         max,
-        Epoch(id.0),
+        Epoch(lineage.epoch),
         vec![meta],
     ))?;
     for (name, backend) in [

@@ -4,13 +4,15 @@
 //! Values are a function of (key, round), so any restored key can be checked
 //! against the round that last wrote it.
 
+use std::path::Path;
+
 use arrow_array::BinaryArray;
 use weir_host::engine::Subtask;
-use weir_host::{KeyBatch, SubtaskSession};
+use weir_host::{BackendSpec, KeyBatch, SubtaskSession, SubtaskSpec};
 use weir_state::StateId;
 use weir_types::{
-    Attempt, Epoch, KeyGroup, MaxParallelism, StateDescriptor, StateKind, Value, ValueType,
-    encode_key, encode_value, key_group_of,
+    Attempt, Epoch, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor, StateKind,
+    SubtaskIndex, Value, ValueType, encode_key, encode_value, key_group_of,
 };
 
 use crate::error::{BenchError, Result};
@@ -33,6 +35,32 @@ pub fn descriptor() -> Result<StateDescriptor> {
 /// The key columns' types.
 pub fn key_types() -> Vec<ValueType> {
     vec![ValueType::Int64]
+}
+
+/// The operator every benchmark runs.
+pub fn operator() -> Result<OperatorUid> {
+    Ok(OperatorUid::new("bench")?)
+}
+
+/// The only subtask of the benchmark operator on `backend`, opened under
+/// `work` with the value state registered.
+pub fn subtask(
+    backend: BackendSpec,
+    max: MaxParallelism,
+    work: &Path,
+) -> Result<(Subtask, StateId)> {
+    let spec = SubtaskSpec {
+        uid: operator()?,
+        subtask: SubtaskIndex(0),
+        parallelism: 1,
+        max_parallelism: max,
+        backend,
+        key_types: None,
+    };
+    let mut subtask = Subtask::open(spec, work)?;
+    let state = subtask.register_state(&descriptor()?)?;
+    subtask.set_key_types(key_types())?;
+    Ok((subtask, state))
 }
 
 /// Keys `0..n` encoded once: key groups and a flat buffer of fixed-width keys.

@@ -85,7 +85,10 @@ impl Subtask {
             self.spec.uid, self.spec.subtask
         );
         let keyed = match (format, &mut self.keyed) {
-            (SnapshotFormat::Incremental { base }, KeyedBackend::RocksDb(backend)) => {
+            // Without keyed states nothing is uploaded: no native checkpoint.
+            (SnapshotFormat::Incremental { base }, KeyedBackend::RocksDb(backend))
+                if !descriptors.is_empty() =>
+            {
                 FrozenKeyed::Native(Box::new(NativeSnapshot::start(
                     backend,
                     &self.work_dir,
