@@ -92,6 +92,8 @@ SHOWN = {
     "incremental": [
         "first_sync",
         "first_bytes",
+        "first_duration",
+        "first_transfer",
         "first_upload_rate",
         "first_upload_vs_disk_write",
         "ratio_1pct_p50",

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,7 +33,12 @@ use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
 
 /// Bytes read from a local file at a time.
-const READ_CHUNK: usize = 1 << 20;
+const READ_CHUNK: usize = 4 << 20;
+
+/// Files uploaded or downloaded at once (Flink's
+/// `state.backend.rocksdb.checkpoint.transfer.thread.num` defaults to 4): one
+/// file at a time leaves the disk and the store mostly idle between reads.
+const CONCURRENT_TRANSFERS: usize = 4;
 
 /// One file of a local native checkpoint (`weir_state_rocksdb::NativeFile`
 /// maps onto it field by field, `shared` becoming [`LocalFile::shared`]).
@@ -150,44 +155,63 @@ impl IncrementalJob {
         let started = Instant::now();
         let mut created = Vec::new();
         let mut uploaded_size = 0;
-        for plan in plans {
-            let (local, relative, shared) = match plan {
-                Plan::Reuse(file) => {
-                    self.handle.shared.push(file);
-                    continue;
-                }
+        let this = &self;
+        // In plan order, so the handle lists files as the database does.
+        let mut sent = futures::stream::iter(plans.into_iter().map(|plan| async move {
+            match plan {
+                Plan::Reuse(file) => Ok((file, true, None)),
                 Plan::Upload {
                     local,
                     relative,
                     shared,
-                } => (local, relative, shared),
-            };
-            let sent = tokio::select! {
-                r = self.upload_file(&local, &relative, &mut created) => r,
-                () = cancel.cancelled() => Err(SnapshotError::Cancelled),
-            };
-            let file = match sent {
-                Ok(file) => file,
-                Err(e) => {
-                    // Best effort: the snapshot failed already.
-                    let _ = delete_all(&*self.store, &created).await;
-                    return Err(e);
+                } => {
+                    let (file, location) = this.upload_file(&local, &relative).await?;
+                    let entry = SharedStateFile {
+                        local_name: local.local_name,
+                        file,
+                    };
+                    Ok((entry, shared, Some(location)))
                 }
+            }
+        }))
+        .buffered(CONCURRENT_TRANSFERS);
+        let mut placed = Vec::new();
+        let failure = loop {
+            let next = tokio::select! {
+                next = sent.next() => next,
+                () = cancel.cancelled() => break Some(SnapshotError::Cancelled),
             };
-            uploaded_size += file.size;
-            let entry = SharedStateFile {
-                local_name: local.local_name,
-                file,
+            match next {
+                None => break None,
+                Some(Ok((entry, shared, location))) => {
+                    if let Some(location) = location {
+                        uploaded_size += entry.file.size;
+                        created.push(location);
+                    }
+                    placed.push((entry, shared));
+                }
+                Some(Err(e)) => break Some(e),
+            }
+        };
+        // Uploads still running abort when dropped; what they finished is in
+        // `created`.
+        drop(sent);
+        if let Some(e) =
+            failure.or_else(|| cancel.is_cancelled().then_some(SnapshotError::Cancelled))
+        {
+            // Best effort when the snapshot failed already.
+            let deleted = delete_all(&*self.store, &created).await;
+            return match (e, deleted) {
+                (SnapshotError::Cancelled, Err(err)) => Err(err),
+                (e, _) => Err(e),
             };
+        }
+        for (entry, shared) in placed {
             if shared {
                 self.handle.shared.push(entry);
             } else {
                 self.handle.private.push(entry);
             }
-        }
-        if cancel.is_cancelled() {
-            delete_all(&*self.store, &created).await?;
-            return Err(SnapshotError::Cancelled);
         }
         let state_size = self
             .handle
@@ -210,15 +234,9 @@ impl IncrementalJob {
         })
     }
 
-    /// Streams one local file to `relative`; records the object in `created`
-    /// once it exists, and aborts the upload if this future is dropped
-    /// half-way (the multipart upload's own drop cleans up).
-    async fn upload_file(
-        &self,
-        local: &LocalFile,
-        relative: &str,
-        created: &mut Vec<Path>,
-    ) -> Result<StateFile> {
+    /// Streams one local file to `relative`; returns it with the object's
+    /// location. Dropped half-way, the multipart upload's own drop cleans up.
+    async fn upload_file(&self, local: &LocalFile, relative: &str) -> Result<(StateFile, Path)> {
         let location = join(&self.root, relative)?;
         let io_err = |operation| {
             move |source| SnapshotError::LocalIo {
@@ -230,6 +248,8 @@ impl IncrementalJob {
         let mut reader = tokio::fs::File::open(&local.path)
             .await
             .map_err(io_err("open"))?;
+        // One blocking read per chunk, not per 2 MiB (tokio's default).
+        reader.set_max_buf_size(READ_CHUNK);
         let mut upload =
             ObjectUpload::start(&*self.store, location.clone(), self.part_size).await?;
         loop {
@@ -250,12 +270,12 @@ impl IncrementalJob {
             }
         }
         let (size, crc32) = upload.finish().await?;
-        created.push(location);
-        Ok(StateFile {
+        let file = StateFile {
             path: relative.to_owned(),
             size,
             crc32,
-        })
+        };
+        Ok((file, location))
     }
 }
 
@@ -275,11 +295,14 @@ pub async fn download_incremental(
             path: dir.to_owned(),
             source,
         })?;
-    for file in handle.shared.iter().chain(&handle.private) {
+    let files = handle.shared.iter().chain(&handle.private);
+    futures::stream::iter(files.map(|file| async move {
         check_file_name(&file.local_name)?;
-        download_file(&file.file, store, root, &dir.join(&file.local_name)).await?;
-    }
-    Ok(())
+        download_file(&file.file, store, root, &dir.join(&file.local_name)).await
+    }))
+    .buffer_unordered(CONCURRENT_TRANSFERS)
+    .try_collect::<()>()
+    .await
 }
 
 async fn download_file(
@@ -296,31 +319,36 @@ async fn download_file(
             source,
         }
     };
-    let mut out = tokio::fs::File::create(target)
-        .await
-        .map_err(io_err("create"))?;
-    let mut stream = store
-        .get(&location)
-        .await
-        .map_err(|e| SnapshotError::storage("read", &location, e))?
-        .into_stream();
-    let (mut size, mut crc) = (0u64, crc32fast::Hasher::new());
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| SnapshotError::storage("read", &location, e))?;
-        size += chunk.len() as u64;
-        crc.update(&chunk);
-        out.write_all(&chunk).await.map_err(io_err("write"))?;
-    }
-    out.sync_all().await.map_err(io_err("sync"))?;
     let mismatch = |what, expected, actual| SnapshotError::FileMismatch {
         path: file.path.clone(),
         what,
         expected,
         actual,
     };
+    let size = store
+        .head(&location)
+        .await
+        .map_err(|e| SnapshotError::storage("read", &location, e))?
+        .size;
     if size != file.size {
         return Err(mismatch("size", file.size, size));
     }
+    let mut out = tokio::fs::File::create(target)
+        .await
+        .map_err(io_err("create"))?;
+    // Large ranges: a plain `get` of a local file streams it 8 KiB at a time.
+    let mut crc = crc32fast::Hasher::new();
+    for start in (0..size).step_by(READ_CHUNK) {
+        let end = (start + READ_CHUNK as u64).min(size);
+        let chunk = store
+            .get_range(&location, start..end)
+            .await
+            .map_err(|e| SnapshotError::storage("read", &location, e))?;
+        crc.update(&chunk);
+        out.write_all(&chunk).await.map_err(io_err("write"))?;
+    }
+    // Flushed, not synced: a local copy lost in a crash is downloaded again.
+    out.flush().await.map_err(io_err("flush"))?;
     let crc = crc.finalize();
     if crc != file.crc32 {
         return Err(mismatch("crc32", u64::from(file.crc32), u64::from(crc)));

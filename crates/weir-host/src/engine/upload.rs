@@ -57,6 +57,10 @@ pub struct SubtaskUpload {
     pub meta: SubtaskStateMeta,
     /// Sizes and time of the upload (operator state bytes included).
     pub metrics: SnapshotMetrics,
+    /// The keyed part's own statistics, if it has one. For an incremental
+    /// checkpoint its duration is the transfer alone, which starts once
+    /// RocksDB created the checkpoint.
+    pub keyed_metrics: Option<SnapshotMetrics>,
 }
 
 impl Subtask {
@@ -164,15 +168,15 @@ impl SubtaskSnapshot {
                 metrics.uploaded_size += file.size;
                 Some(file)
             };
-            let keyed = match keyed {
+            let (keyed, keyed_metrics) = match keyed {
                 Some(task) => {
                     let (handle, keyed_metrics) = task.await.map_err(task_failed)??;
                     metrics.state_size += keyed_metrics.state_size;
                     metrics.uploaded_size += keyed_metrics.uploaded_size;
                     metrics.entries = keyed_metrics.entries;
-                    Some(handle)
+                    (Some(handle), Some(keyed_metrics))
                 }
-                None => None,
+                None => (None, None),
             };
             metrics.async_duration = started.elapsed();
             Ok(SubtaskUpload {
@@ -182,6 +186,7 @@ impl SubtaskSnapshot {
                     operator_state,
                 },
                 metrics,
+                keyed_metrics,
             })
         });
         UploadFuture {
