@@ -202,6 +202,7 @@ def connect_host(
     listen: str | None = None,
     owner_address: str | None = None,
     tls: TlsFiles | None = None,
+    start_host: bool = True,
 ) -> Session: ...
 def host_address(session: Session) -> str | None: ...
 def shutdown_host(

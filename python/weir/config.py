@@ -86,9 +86,7 @@ class StateBackend:
                 f'or "rocksdb" (state on local disk)'
             )
         if not isinstance(self.incremental, bool):
-            raise InvalidArgumentError(
-                f"incremental must be True or False, got {self.incremental!r}"
-            )
+            raise InvalidArgumentError(f"incremental must be True or False, got {self.incremental!r}")
         if self.incremental and self.name != "rocksdb":
             raise InvalidArgumentError(
                 f"incremental checkpoints need the rocksdb backend, not {self.name!r}: "

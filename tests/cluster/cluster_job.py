@@ -107,6 +107,9 @@ def main(config_path: str) -> int:
                 "epochs": result.epochs,
                 "restarts": result.restarts,
                 "remote_state_bytes": result.remote_state_bytes,
+                # Barriers the driver handed to the hosts, and those tasks took.
+                "driver_barriers": sum("barrier" in w.driver for w in result.waterfalls),
+                "task_barriers": sum(int(w.tasks.get("barrier", [0, 0, 0])[2]) for w in result.waterfalls),
             }
         ),
         flush=True,

@@ -87,11 +87,14 @@ pub(crate) fn run_host(
 /// subtask's ticket from `restore_tickets`) is given and the state starts at
 /// its cut: then the host restores it from storage. The key columns' types
 /// may be `None` only for a task that accesses no keyed state.
+///
+/// With `start_host=False` (the driver delivering a barrier) only the host
+/// at `owner_address`, which must be given, is connected to; no host starts.
 #[pyfunction]
 #[pyo3(signature = (
     directory, token, *, uid, subtask, parallelism, max_parallelism, backend, key_types,
     generation, expect_restored_from, expect_final_epoch, restore, host_command, owner_pid,
-    listen = None, owner_address = None, tls = None
+    listen = None, owner_address = None, tls = None, start_host = true
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect_host(
@@ -113,6 +116,7 @@ pub(crate) fn connect_host(
     listen: Option<String>,
     owner_address: Option<&str>,
     tls: Option<PyRef<'_, PyTlsFiles>>,
+    start_host: bool,
 ) -> PyResult<PySession> {
     let loaded = tls::load(tls.as_deref())?;
     let max_parallelism = MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?;
@@ -132,6 +136,12 @@ pub(crate) fn connect_host(
     };
     let restore = restore.map(|ticket| ticket.inner.clone());
     let owner = owner_address.map(address).transpose()?;
+    if !start_host && owner.is_none() {
+        return Err(PyWeirError::InvalidArgument(
+            "connecting without starting a host needs the owner's address".to_owned(),
+        )
+        .into());
+    }
     let options = HostOptions {
         binary: Some(host_command),
         owner_pid,
@@ -141,7 +151,10 @@ pub(crate) fn connect_host(
     };
     let session = py
         .detach(|| {
-            let target = owner_host(&directory, token, &options, owner)?;
+            let target = match owner {
+                Some(owner) if !start_host => owner,
+                owner => owner_host(&directory, token, &options, owner)?,
+            };
             let connect =
                 || HostClient::open(&target, token, DEFAULT_REPLY_TIMEOUT, loaded.as_ref());
             match connect()?.attach(spec.clone(), expect) {

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from weir import _internal
+from weir.exceptions import StateLostError
 from weir.host import command
 from weir.key_groups import key_group_range as _key_group_range
 from weir.spark.tasks import OperatorTask
@@ -83,7 +84,23 @@ def open_session(task: OperatorTask, partition: int) -> _internal.Session:
     return _connect(task, partition, winner)
 
 
-def _connect(task: OperatorTask, partition: int, owner: str | None) -> _internal.Session:
+def deliver_barrier(task: OperatorTask, partition: int) -> int:
+    """From the driver, between epochs: attaches to subtask ``partition`` on its owner (never
+    starting a host) and takes the task's barrier there; returns the synchronous part's duration
+    in microseconds. Fails with ``StateLostError`` when the subtask has no owner or the owner
+    does not hold its state."""
+    owner = task.owners.get(partition)
+    if owner is None:
+        raise StateLostError(
+            f"subtask {partition} of {task.operator.uid} has no state host in generation "
+            f"{task.hosts.generation} yet"
+        )
+    return take_barrier(_connect(task, partition, owner, start_host=False), task)
+
+
+def _connect(
+    task: OperatorTask, partition: int, owner: str | None, *, start_host: bool = True
+) -> _internal.Session:
     op = task.operator
     # Only a task starting right at the restored cut gets a ticket to load the
     # state from storage; later tasks expect the owner to hold it (else StateLostError).
@@ -106,6 +123,7 @@ def _connect(task: OperatorTask, partition: int, owner: str | None) -> _internal
         listen=_listen_address(task.hosts.registry_url) if task.hosts.tcp else None,
         owner_address=owner,
         tls=task.hosts.tls,
+        start_host=start_host,
     )
 
 

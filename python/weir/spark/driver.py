@@ -13,8 +13,11 @@ coordinator's driver does for its state machine.
 The rules it implements:
 
 - An epoch becomes final when its Spark job succeeded; the coordinator may
-  take it as the cut of a triggered checkpoint, whose barrier travels with
-  the next epoch's tasks (an epoch without data when no input is waiting).
+  take it as the cut of a triggered checkpoint. Its barrier goes from the
+  driver straight to every subtask's state host before the next epoch runs
+  (``deliver_barriers``); if that fails, or without it, the barrier travels
+  with the next epoch's tasks (an epoch without data when no input is
+  waiting). A host that already took a barrier ignores it the second time.
 - Exactly-once output is published when a checkpoint covering it completes
   and, as in Flink, never on an intermediate savepoint (failover restores
   checkpoints, so a savepoint's output would be published twice); a
@@ -62,7 +65,9 @@ from weir.exceptions import WeirError
 from weir.spark.restart import RestartStrategy, fixed_delay
 
 __all__ = [
+    "BarrierDelivered",
     "Decision",
+    "DeliverBarrier",
     "Driver",
     "DriverOptions",
     "EpochFailed",
@@ -180,7 +185,15 @@ class SavepointStarted:
     checkpoint_id: int
 
 
-Outcome: TypeAlias = Restored | RestoreFailed | InputPlanned | EpochSucceeded | EpochFailed
+@dataclass(frozen=True)
+class BarrierDelivered:
+    """The outcome of :class:`DeliverBarrier`: ``error`` is ``None`` when every subtask took it."""
+
+    checkpoint_id: int
+    error: BaseException | None = None
+
+
+Outcome: TypeAlias = Restored | RestoreFailed | InputPlanned | EpochSucceeded | EpochFailed | BarrierDelivered
 """The result of the previous step's action."""
 
 
@@ -340,7 +353,19 @@ class Fail:
     error: BaseException
 
 
-Action: TypeAlias = Restore | PlanInput | RunEpoch | Wait | Finish | Fail
+@dataclass(frozen=True)
+class DeliverBarrier:
+    """Hand a checkpoint's barrier to every subtask's host now, between epochs (the hosts have
+    committed its cut and begin nothing else meanwhile); answer with :class:`BarrierDelivered`."""
+
+    barrier: BarrierInjected
+    generation: int
+    operators: tuple[OperatorOrder, ...]
+    """What each operator's subtasks expect of their hosts (as a task of the next epoch would)."""
+    incremental_base: int | None
+
+
+Action: TypeAlias = Restore | PlanInput | RunEpoch | DeliverBarrier | Wait | Finish | Fail
 
 
 @dataclass(frozen=True)
@@ -368,6 +393,9 @@ class DriverOptions:
     """The checkpoint or savepoint the run starts from, if any."""
     max_epochs: int | None = None
     restart_strategy: RestartStrategy = field(default_factory=lambda: fixed_delay(3, 0.5))
+    deliver_barriers: bool = False
+    """Deliver barriers to the state hosts between epochs (:class:`DeliverBarrier`) instead of
+    with the next epoch's tasks."""
 
 
 @dataclass
@@ -382,6 +410,9 @@ class _Generation:
     pending_input: InputPlanned | None = None
     cut_wanted: int | None = None
     barrier: BarrierInjected | None = None
+    """A barrier the next epoch's tasks carry."""
+    undelivered: BarrierInjected | None = None
+    """A barrier the driver hands to the hosts before the next epoch."""
     last_data_epoch: int | None = None
 
 
@@ -448,7 +479,23 @@ class Driver:
         elif isinstance(outcome, EpochFailed):
             effects.append(Log(f"epoch {outcome.epoch} failed: {_first_line(outcome.error)}"))
             return outcome.error
+        elif isinstance(outcome, BarrierDelivered):
+            self._barrier_delivered(outcome, effects)
         return None
+
+    def _barrier_delivered(self, outcome: BarrierDelivered, effects: list[Effect]) -> None:
+        generation = self._current()
+        barrier, generation.undelivered = generation.undelivered, None
+        if outcome.error is None or barrier is None:
+            return
+        # The tasks of the next epoch carry it; hosts that took it already ignore it.
+        generation.barrier = barrier
+        effects.append(
+            Log(
+                f"the barrier of {barrier.kind} {barrier.id} did not reach every state host "
+                f"({_first_line(outcome.error)}); the next epoch's tasks carry it"
+            )
+        )
 
     def _restored(self, point: RestorePoint, effects: list[Effect]) -> None:
         assert self.restoring is not None, "a restore outcome without a restore"
@@ -509,7 +556,10 @@ class Driver:
         elif isinstance(event, BarrierInjected):
             if generation is not None:
                 generation.cut_wanted = None
-                generation.barrier = event
+                if self.options.deliver_barriers:
+                    generation.undelivered = event
+                else:
+                    generation.barrier = event
         elif isinstance(event, CheckpointCompleted):
             self._completed(event, effects)
         elif isinstance(event, CheckpointAborted):
@@ -592,6 +642,13 @@ class Driver:
             # its events before running one.
             self.recorded_final = False
             return Wait(0.0)
+        if generation.undelivered is not None:
+            return DeliverBarrier(
+                generation.undelivered,
+                generation.number,
+                self._operator_orders(generation),
+                self._incremental_base(),
+            )
         if self.finished_savepoint is not None:
             return Finish(self.finished_savepoint)
         if self.options.max_epochs is not None and self.epochs_succeeded >= self.options.max_epochs:
@@ -624,10 +681,16 @@ class Driver:
             return True
         return False
 
+    def _operator_orders(self, generation: _Generation) -> tuple[OperatorOrder, ...]:
+        point = generation.point
+        return tuple(self._operator_order(uid, generation, point) for uid in self.options.operators)
+
+    def _incremental_base(self) -> int | None:
+        return self.checkpoints[-1] if self.checkpoints else None
+
     def _order(self, generation: _Generation, *, data: bool) -> EpochOrder:
         self.epoch += 1
-        point = generation.point
-        operators = tuple(self._operator_order(uid, generation, point) for uid in self.options.operators)
+        operators = self._operator_orders(generation)
         return EpochOrder(
             epoch=self.epoch,
             generation=generation.number,
@@ -636,7 +699,7 @@ class Driver:
             notify_complete=self.notify,
             pending_checkpoint=generation.cut_wanted,
             operators=operators,
-            incremental_base=self.checkpoints[-1] if self.checkpoints else None,
+            incremental_base=self._incremental_base(),
         )
 
     @staticmethod

@@ -10,6 +10,7 @@ unit-tested without Spark.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ from weir import _internal
 from weir.checkpoint import RestoreTicket, check_restore, read_checkpoint, restore_tickets
 from weir.config import CheckpointConfig
 from weir.exceptions import InvalidArgumentError, WeirError
+from weir.spark import _host
 from weir.spark import driver as d
 from weir.spark.epoch_plan import StepInput, epoch_frame, learn_input
 from weir.spark.progress import Progress
@@ -117,6 +119,7 @@ class Runner:
                 origin=origin,
                 max_epochs=max_epochs,
                 restart_strategy=job.restart_strategy,
+                deliver_barriers=True,
             )
         )
         self.token = secrets.token_hex(16)
@@ -184,6 +187,8 @@ class Runner:
             return self.plan_input(), []
         if isinstance(action, d.RunEpoch):
             return self.run_epoch(action.order), []
+        if isinstance(action, d.DeliverBarrier):
+            return self.deliver_barrier(action), []
         if isinstance(action, d.Wait):
             return None, self.poll(action.timeout_s)
         raise AssertionError(f"unexpected action {action!r}")
@@ -405,6 +410,30 @@ class Runner:
         self.waterfall.tasks = dict(self.phases.value)
         self.progress.epoch_ran(time.monotonic() - started)
         return d.EpochSucceeded(order.epoch)
+
+    def deliver_barrier(self, action: d.DeliverBarrier) -> d.BarrierDelivered:
+        """Hands a barrier to every subtask's owner host from the driver: no Spark job, and the
+        checkpoint's uploads start before the next epoch is even planned."""
+        order = d.EpochOrder(
+            epoch=self.driver.epoch,
+            generation=action.generation,
+            data=False,
+            barrier=action.barrier,
+            notify_complete=None,
+            pending_checkpoint=None,
+            operators=action.operators,
+            incremental_base=action.incremental_base,
+        )
+        try:
+            with self.timed("barrier"):
+                for step in self.graph.steps:
+                    # Nothing is restored here: a host without the state refuses the barrier.
+                    task = dataclasses.replace(self.task(order, step), restore_tickets=None)
+                    for subtask in range(step.parallelism):
+                        _host.deliver_barrier(task, subtask)
+        except Exception as error:  # noqa: BLE001 - the next epoch's tasks carry the barrier then
+            return d.BarrierDelivered(action.barrier.id, error)
+        return d.BarrierDelivered(action.barrier.id)
 
     def learn(self, step: StatefulStep, frame: DataFrame) -> None:
         if step.uid not in self.inputs:

@@ -24,7 +24,7 @@ __all__ = ["DRIVER_STEPS", "TASK_PHASES", "EpochWaterfall", "PhaseTimes", "TaskC
 
 TASK_PHASES = ("input", "attach", "barrier", "begin", "function", "output", "write_back", "commit")
 """A task's phases, in order."""
-DRIVER_STEPS = ("plan", "build", "spark_job", "record", "publish")
+DRIVER_STEPS = ("plan", "build", "spark_job", "record", "barrier", "publish")
 """The driver's steps around an epoch, in order."""
 
 Totals = dict[str, list[float]]

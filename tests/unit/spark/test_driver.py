@@ -18,8 +18,11 @@ from weir.coordinator import (
     JobFailed,
     LeaseLost,
 )
+from weir.exceptions import StateLostError
 from weir.spark.driver import (
+    BarrierDelivered,
     CancelUploads,
+    DeliverBarrier,
     Driver,
     DriverOptions,
     EpochFailed,
@@ -29,6 +32,7 @@ from weir.spark.driver import (
     Fail,
     Finish,
     InputPlanned,
+    Log,
     PlanInput,
     Publish,
     RecordFinal,
@@ -371,3 +375,48 @@ def test_incremental_checkpoints_build_on_the_newest_checkpoint_of_this_run() ->
     assert shell.run_data_epoch(300).incremental_base == 8
     shell.step(None, (completed(10, 3),))
     assert shell.run_data_epoch(400).incremental_base == 10
+
+
+def test_a_delivered_barrier_goes_to_the_hosts_before_the_next_epoch() -> None:
+    shell = Shell(deliver_barriers=True)
+    shell.start()
+    decision = shell.step(InputPlanned(True, {"next": 100}, False), (CheckpointTriggered(1, "checkpoint"),))
+    cut = decision.action.order.epoch
+    shell.step(EpochSucceeded(cut))
+    decision = shell.step(None, (barrier(1, cut),))
+    assert isinstance(decision.action, DeliverBarrier)
+    assert decision.action.barrier == barrier(1, cut)
+    assert [o.final_epoch for o in decision.action.operators] == [cut]
+    decision = shell.step(BarrierDelivered(1))
+    assert isinstance(decision.action, PlanInput)
+    decision = shell.step(InputPlanned(True, {"next": 200}, False))
+    assert decision.action.order.barrier is None, "the tasks need not carry it"
+
+
+def test_a_barrier_the_hosts_did_not_all_take_travels_with_the_next_epoch() -> None:
+    shell = Shell(deliver_barriers=True)
+    shell.start()
+    decision = shell.step(InputPlanned(True, {"next": 100}, False), (CheckpointTriggered(1, "checkpoint"),))
+    cut = decision.action.order.epoch
+    shell.step(EpochSucceeded(cut))
+    shell.step(None, (barrier(1, cut),))
+    decision = shell.step(BarrierDelivered(1, StateLostError("the host of subtask 1 is gone")))
+    assert any("did not reach every state host" in e.message for e in decision.effects if isinstance(e, Log))
+    decision = shell.step(InputPlanned(True, {"next": 200}, False))
+    assert decision.action.order.barrier == barrier(1, cut)
+
+
+def test_a_bounded_job_ends_without_an_epoch_for_its_last_barrier() -> None:
+    shell = Shell(deliver_barriers=True)
+    shell.start()
+    shell.run_data_epoch(100, exhausted=True)
+    decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"),))
+    assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
+    cut = decision.action.order.epoch
+    decision = shell.succeed(cut, (barrier(1, cut),))
+    assert isinstance(decision.action, DeliverBarrier)
+    decision = shell.step(BarrierDelivered(1))
+    assert isinstance(decision.action, Wait), "no epoch runs for the barrier"
+    decision = shell.step(None, (completed(1, cut),))
+    assert Publish(cut) in decision.effects
+    assert decision.action == Finish()
