@@ -510,6 +510,18 @@ impl CoordinatorDriver {
         Ok(())
     }
 
+    /// The job is idle after its newest final epoch until a barrier arrives:
+    /// a checkpoint waiting for a cut takes that epoch (see
+    /// [`CheckpointCoordinator::cut_at_last_final`]), and its barrier is among
+    /// the events before this returns.
+    pub async fn cut_at_last_final(&self) -> Result<()> {
+        self.ensure_open()?;
+        let mut run = self.shared.run.lock().await;
+        let effects = run.coordinator.cut_at_last_final();
+        self.shared.dispatch(&run, effects);
+        Ok(())
+    }
+
     /// Asks for a checkpoint ahead of the interval (see
     /// [`CheckpointCoordinator::request_checkpoint`]): a bounded job whose
     /// input ended publishes its last output with it instead of waiting up to

@@ -132,6 +132,14 @@ impl PyCoordinator {
         Ok(done.map_err(PyWeirError::from)?)
     }
 
+    /// The job is idle after its newest final epoch until a barrier
+    /// arrives: a checkpoint waiting for a cut takes that epoch, and its
+    /// barrier is among the events once this returns.
+    fn cut_at_last_final(&self, py: Python<'_>) -> PyResult<()> {
+        let done = py.detach(|| self.runtime.block_on(self.driver.cut_at_last_final()));
+        Ok(done.map_err(PyWeirError::from)?)
+    }
+
     /// Asks for a checkpoint as soon as the minimum pause and the
     /// concurrency limit allow, ahead of the interval.
     fn request_checkpoint(&self, py: Python<'_>) -> PyResult<()> {

@@ -92,6 +92,7 @@ __all__ = [
     "SavepointRequest",
     "SavepointStarted",
     "CancelUploads",
+    "CutAtLastFinal",
     "TriggerSavepoint",
     "Wait",
 ]
@@ -264,8 +265,22 @@ class Log:
     debug: bool = False
 
 
+@dataclass(frozen=True)
+class CutAtLastFinal:
+    """No epoch runs until the barrier is delivered: a triggered checkpoint may take the newest
+    final epoch as its cut (its barrier is among the next events), instead of an epoch without
+    data run for the cut."""
+
+
 Effect: TypeAlias = (
-    Publish | RecordFinal | RequestCheckpoint | TriggerSavepoint | ResolveSavepoint | CancelUploads | Log
+    Publish
+    | RecordFinal
+    | RequestCheckpoint
+    | CutAtLastFinal
+    | TriggerSavepoint
+    | ResolveSavepoint
+    | CancelUploads
+    | Log
 )
 
 
@@ -413,6 +428,10 @@ class _Generation:
     """A barrier the next epoch's tasks carry."""
     undelivered: BarrierInjected | None = None
     """A barrier the driver hands to the hosts before the next epoch."""
+    recorded: bool = False
+    """An epoch of this generation became final (the coordinator holds its cut)."""
+    cut_asked: int | None = None
+    """The triggered checkpoint last offered the newest final epoch as its cut."""
     last_data_epoch: int | None = None
 
 
@@ -527,6 +546,7 @@ class Driver:
             generation.last_data_epoch = epoch
         generation.pending_input = None
         generation.barrier = None
+        generation.recorded = True
         effects.append(RecordFinal(epoch, {self.options.source_uid: generation.position}))
         self.recorded_final = True
         if not self.options.exactly_once:
@@ -555,7 +575,11 @@ class Driver:
                 generation.cut_wanted = event.id
         elif isinstance(event, BarrierInjected):
             if generation is not None:
-                generation.cut_wanted = None
+                if generation.cut_wanted == event.id:
+                    generation.cut_wanted = None
+                else:
+                    # An older checkpoint took the cut: the newest still waits for one.
+                    generation.cut_asked = None
                 if self.options.deliver_barriers:
                     generation.undelivered = event
                 else:
@@ -563,6 +587,8 @@ class Driver:
         elif isinstance(event, CheckpointCompleted):
             self._completed(event, effects)
         elif isinstance(event, CheckpointAborted):
+            if generation is not None and generation.cut_wanted == event.id:
+                generation.cut_wanted = None
             effects.append(CancelUploads(event.id))
             effects.append(Log(f"{event.kind} {event.id} aborted: {event.reason}"))
             request = self.awaiting.pop(event.id, None)
@@ -661,11 +687,27 @@ class Driver:
         generation.pending_input = None
         if generation.exhausted and not self.stop_requested and self._output_settled(generation, effects):
             return Finish()
+        if self._may_cut_at_last_final(generation):
+            # Nothing runs: the newest final epoch is as good a cut as a new one.
+            generation.cut_asked = generation.cut_wanted
+            effects.append(CutAtLastFinal())
+            return Wait(0.0)
         if generation.barrier is not None or generation.cut_wanted is not None:
             # A checkpoint needs a final epoch for its cut, or its barrier must
             # reach every subtask: run an epoch without data.
             return RunEpoch(self._order(generation, data=False))
         return Wait(IDLE_POLL_S)
+
+    def _may_cut_at_last_final(self, generation: _Generation) -> bool:
+        """A triggered checkpoint waits for a cut, and its barrier can go to the hosts directly
+        (an epoch with the barrier would need running otherwise): offered once per checkpoint."""
+        return (
+            self.options.deliver_barriers
+            and generation.recorded
+            and generation.barrier is None
+            and generation.cut_wanted is not None
+            and generation.cut_asked != generation.cut_wanted
+        )
 
     def _output_settled(self, generation: _Generation, effects: list[Effect]) -> bool:
         """A bounded job ends once the output of its last data epoch is published."""

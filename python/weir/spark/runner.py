@@ -206,6 +206,9 @@ class Runner:
                     self.graph.sink.publish_up_to(effect.up_to)
             elif isinstance(effect, d.RecordFinal):
                 self.record_final(effect)
+            elif isinstance(effect, d.CutAtLastFinal):
+                assert self.coordinator is not None
+                self.coordinator.cut_at_last_final()
             elif isinstance(effect, d.RequestCheckpoint):
                 assert self.coordinator is not None
                 self.coordinator.request_checkpoint()

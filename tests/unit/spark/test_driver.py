@@ -22,6 +22,7 @@ from weir.exceptions import StateLostError
 from weir.spark.driver import (
     BarrierDelivered,
     CancelUploads,
+    CutAtLastFinal,
     DeliverBarrier,
     Driver,
     DriverOptions,
@@ -409,14 +410,67 @@ def test_a_barrier_the_hosts_did_not_all_take_travels_with_the_next_epoch() -> N
 def test_a_bounded_job_ends_without_an_epoch_for_its_last_barrier() -> None:
     shell = Shell(deliver_barriers=True)
     shell.start()
-    shell.run_data_epoch(100, exhausted=True)
+    last = shell.run_data_epoch(100, exhausted=True).epoch
     decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"),))
-    assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
-    cut = decision.action.order.epoch
-    decision = shell.succeed(cut, (barrier(1, cut),))
+    # Nothing runs: the last data epoch is the cut, no epoch is run for it.
+    assert CutAtLastFinal() in decision.effects
+    assert decision.action == Wait(0.0)
+    decision = shell.step(None, (barrier(1, last),))
     assert isinstance(decision.action, DeliverBarrier)
     decision = shell.step(BarrierDelivered(1))
     assert isinstance(decision.action, Wait), "no epoch runs for the barrier"
-    decision = shell.step(None, (completed(1, cut),))
-    assert Publish(cut) in decision.effects
+    decision = shell.step(None, (completed(1, last),))
+    assert Publish(last) in decision.effects
     assert decision.action == Finish()
+    assert shell.of(CutAtLastFinal) == [CutAtLastFinal()], "offered once"
+
+
+def test_without_a_final_epoch_of_its_own_a_generation_runs_an_epoch_for_the_cut() -> None:
+    # Right after a restore the coordinator holds no cut of this generation.
+    shell = Shell(deliver_barriers=True)
+    shell.start(RestorePoint("file:///ckpt/job/chk-1", 1, 4, {SOURCE: {"next": 100}}, frozenset({"avg"}), 4))
+    decision = shell.step(InputPlanned(False, {"next": 100}, False), (CheckpointTriggered(2, "checkpoint"),))
+    assert shell.of(CutAtLastFinal) == []
+    assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
+
+
+def test_a_cut_the_coordinator_did_not_give_is_made_by_an_epoch() -> None:
+    shell = Shell(deliver_barriers=True)
+    shell.start()
+    shell.run_data_epoch(100, exhausted=True)
+    shell.step(None, (CheckpointTriggered(1, "checkpoint"),))
+    decision = shell.step(None)
+    assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
+
+
+def test_a_stop_savepoint_triggered_after_a_checkpoint_gets_a_cut_of_its_own() -> None:
+    # Checkpoint 5 waits for a cut when savepoint 6 is triggered; the idle
+    # cut goes to the older one, so the savepoint is offered the next.
+    shell = Shell(deliver_barriers=True)
+    shell.start()
+    shell.run_data_epoch(100)
+    request = SavepointRequest("file:///savepoints", stop=True)
+    shell.step(None, (CheckpointTriggered(5, "checkpoint"),), requests=(request,))
+    shell.step(None, started=(SavepointStarted(request, 6),))
+    decision = shell.step(None, (CheckpointTriggered(6, "savepoint"),))
+    assert CutAtLastFinal() in decision.effects
+    last = shell.driver.epoch
+    decision = shell.step(None, (barrier(5, last),))
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier.id == 5
+    decision = shell.step(BarrierDelivered(5))
+    assert decision.effects.count(CutAtLastFinal()) == 1, "the savepoint still waits for a cut"
+    decision = shell.step(None, (barrier(6, last, "savepoint"),))
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier.id == 6
+    shell.step(BarrierDelivered(6))
+    decision = shell.step(None, (completed(6, last, "savepoint", "file:///savepoints/sp-6"),))
+    assert decision.action == Finish("file:///savepoints/sp-6")
+
+
+def test_an_aborted_checkpoint_no_longer_waits_for_a_cut() -> None:
+    shell = Shell(deliver_barriers=True)
+    shell.start()
+    shell.step(InputPlanned(False, {"next": 0}, False), (CheckpointTriggered(1, "checkpoint"),))
+    decision = shell.step(None, (CheckpointAborted(1, "checkpoint", "expired"),))
+    assert decision.action == PlanInput() or isinstance(decision.action, Wait)
+    decision = shell.step(InputPlanned(False, {"next": 0}, False))
+    assert isinstance(decision.action, Wait), "no epoch runs for an aborted checkpoint"

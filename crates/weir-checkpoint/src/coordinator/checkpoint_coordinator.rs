@@ -67,7 +67,8 @@ pub struct CheckpointCoordinator {
     failures: FailureCounter,
     last_trigger: Option<Timestamp>,
     last_end: Option<Timestamp>,
-    last_final_epoch: Option<Epoch>,
+    /// The newest final epoch reported, with what the driver recorded.
+    last_cut: Option<EpochCut>,
     last_notified: Option<CheckpointId>,
     stats: CheckpointStatsHistory,
     job_failed: bool,
@@ -120,7 +121,7 @@ impl CheckpointCoordinator {
             pending: BTreeMap::new(),
             last_trigger: None,
             last_end: None,
-            last_final_epoch: None,
+            last_cut: None,
             last_notified: None,
             stats: CheckpointStatsHistory::new(options.history),
             job_failed: false,
@@ -198,7 +199,7 @@ impl CheckpointCoordinator {
         self.failures = FailureCounter::new(self.config.tolerable_failures);
         self.last_trigger = None;
         self.last_end = None;
-        self.last_final_epoch = None;
+        self.last_cut = None;
         self.job_failed = false;
         self.stopping = None;
         self.requested = false;
@@ -293,18 +294,43 @@ impl CheckpointCoordinator {
     /// so a repeated or stale report cannot cut behind the job's progress.
     pub fn on_epoch_final(&mut self, cut: EpochCut) -> Vec<CoordinatorEffect> {
         let mut effects = Vec::new();
-        if self.job_failed || self.last_final_epoch.is_some_and(|last| cut.epoch <= last) {
+        if self.job_failed
+            || self
+                .last_cut
+                .as_ref()
+                .is_some_and(|last| cut.epoch <= last.epoch)
+        {
             return effects;
         }
-        self.last_final_epoch = Some(cut.epoch);
+        self.last_cut = Some(cut.clone());
+        self.take_cut(&cut, &mut effects);
+        effects
+    }
+
+    /// The job is idle after its newest final epoch: no epoch runs, and none
+    /// starts before this checkpoint's barrier reached every subtask. The
+    /// oldest checkpoint waiting for a cut takes that epoch, so a job whose
+    /// input paused or ended checkpoints without running an epoch for the
+    /// cut. Nothing happens without a final epoch reported since the last
+    /// restart.
+    pub fn cut_at_last_final(&mut self) -> Vec<CoordinatorEffect> {
+        let mut effects = Vec::new();
+        if let Some(cut) = self.last_cut.clone().filter(|_| !self.job_failed) {
+            self.take_cut(&cut, &mut effects);
+        }
+        effects
+    }
+
+    /// The oldest checkpoint waiting for a cut takes `cut`.
+    fn take_cut(&mut self, cut: &EpochCut, effects: &mut Vec<CoordinatorEffect>) {
         let Some(pending) = self
             .pending
             .values_mut()
             .find(|p| *p.phase() == PendingPhase::AwaitingCut)
         else {
-            return effects;
+            return;
         };
-        pending.on_cut(&cut);
+        pending.on_cut(cut);
         let (id, kind) = (pending.id(), pending.kind());
         self.stats.on_cut(id, cut.epoch);
         effects.push(CoordinatorEffect::InjectBarrier {
@@ -313,8 +339,7 @@ impl CheckpointCoordinator {
             cut: cut.epoch,
         });
         // A job without stateful subtasks completes on its cut alone.
-        self.finalize_if_acked(id, &mut effects);
-        effects
+        self.finalize_if_acked(id, effects);
     }
 
     /// A subtask acked. The last ack of a checkpoint yields
@@ -716,6 +741,52 @@ mod tests {
         c.on_epoch_final(cut(epoch));
         assert_eq!(written(&ack_all(c, id, now)), [id]);
         c.on_metadata_stored(Timestamp(now), CheckpointId(id))
+    }
+
+    /// An idle job's checkpoint takes the newest final epoch as its cut,
+    /// with what was recorded for it; before any final epoch (or after a
+    /// restart) there is nothing to take.
+    #[test]
+    fn an_idle_job_cuts_at_its_newest_final_epoch() {
+        let mut c = coordinator_with(config());
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        assert!(c.cut_at_last_final().is_empty(), "no final epoch yet");
+        let mut recorded = cut(3);
+        recorded
+            .sources
+            .insert(uid("events"), serde_json::json!({"next": 30}));
+        assert_eq!(
+            c.on_epoch_final(recorded.clone()).len(),
+            1,
+            "checkpoint 1 cuts at 3"
+        );
+        assert!(c.cut_at_last_final().is_empty(), "nothing waits for a cut");
+        assert!(
+            c.on_epoch_final(cut(3)).is_empty(),
+            "a repeated report changes nothing"
+        );
+        assert_eq!(written(&ack_all(&mut c, 1, 1_100)), [1]);
+        c.on_metadata_stored(Timestamp(1_100), CheckpointId(1));
+        assert_eq!(triggered(&c.on_tick(Timestamp(2_100))), [2]);
+        assert_eq!(
+            c.cut_at_last_final(),
+            [CoordinatorEffect::InjectBarrier {
+                id: CheckpointId(2),
+                kind: CheckpointKind::Checkpoint,
+                cut: Epoch(3)
+            }]
+        );
+        let [CoordinatorEffect::WriteMetadata(meta)] = &ack_all(&mut c, 2, 2_200)[..] else {
+            panic!("checkpoint 2 completes")
+        };
+        assert_eq!(meta.cut_epoch, Epoch(3));
+        assert_eq!(meta.sources, recorded.sources);
+        c.suspend(Timestamp(2_300));
+        c.resume(Timestamp(2_300), Retention::new(NonZeroUsize::MIN));
+        assert!(
+            c.cut_at_last_final().is_empty(),
+            "a restart forgets the cut"
+        );
     }
 
     #[test]
