@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 
-use weir_types::{CheckpointId, Epoch, JobId, SubtaskIndex};
+use weir_types::{CheckpointId, JobId, SubtaskIndex};
 
 use super::config::CheckpointConfig;
 use super::effect::CoordinatorEffect;
@@ -611,7 +611,7 @@ fn is_finalizing(p: &PendingCheckpoint) -> bool {
 mod tests {
     use std::time::Duration;
 
-    use weir_types::{MaxParallelism, OperatorUid};
+    use weir_types::{Epoch, MaxParallelism, OperatorUid};
 
     use super::*;
     use crate::SubtaskStateMeta;
