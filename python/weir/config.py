@@ -18,7 +18,7 @@ Examples:
     weir.exceptions.InvalidArgumentError: checkpoint interval 5ms is below the minimum of 10ms; \
 set a longer interval
     >>> StateBackend.of("rocksdb")
-    StateBackend(name='rocksdb')
+    StateBackend(name='rocksdb', incremental=False)
     >>> StateBackend.of({"name": "heap"}).name
     'heap'
     >>> StateBackend.of({"name": "rocksdb", "incremental": True})

@@ -7,6 +7,7 @@ exactly the expected averages, once each, whatever fails on the way.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -202,6 +203,14 @@ DRIVER = textwrap.dedent(
 )
 
 
+def _timeline_members(lineage: Path) -> list[int]:
+    """The checkpoints a ``_lineage`` record names (none while it is being replaced)."""
+    try:
+        return list(json.loads(lineage.read_text())["members"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
 def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: Path) -> None:
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     script = tmp_path / "driver.py"
@@ -217,9 +226,11 @@ def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: P
     )
     first = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
     deadline = time.monotonic() + 240
-    job_dir = ckpt / "avg-driver"
+    lineage = ckpt / "avg-driver" / "_lineage"
     while time.monotonic() < deadline and first.poll() is None:
-        if job_dir.exists() and any((p / "_metadata").exists() for p in job_dir.glob("chk-*")):
+        # Killed once a checkpoint is on the run's timeline (its _metadata alone
+        # is not: a crash before the timeline names it leaves nothing to restore).
+        if lineage.exists() and _timeline_members(lineage):
             break
         time.sleep(0.05)
     assert first.poll() is None, "the first driver must still be running when it is killed"
@@ -376,13 +387,13 @@ def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession
     # one is aborted while its subtasks still upload. Canceled uploads write
     # nothing, so no state file ever appears, not even seconds after an abort.
     # (No checkpoint completes, so nothing is published: the job stops after
-    # max_epochs with its output staged.)
+    # max_epochs with its output staged, its input not yet exhausted.)
     job, _ = keyed_average_job(
         spark,
         tmp_path,
         KeyedAverage(),
         name="avg-timeouts",
-        n=100_000,
+        n=600_000,
         rows_per_epoch=10_000,
         checkpoint_storage_options={"put_delay_ms": "4000"},
         state_backend="rocksdb",

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,9 @@ pub struct StorageLocation {
     store: Arc<dyn ObjectStore>,
     root: Path,
     url: String,
+    /// The directory itself, for a location on the local file system: where
+    /// a write cut short by a crash leaves its staging file.
+    local: Option<PathBuf>,
 }
 
 impl fmt::Debug for StorageLocation {
@@ -151,7 +155,10 @@ impl StorageLocation {
                 ..ThrottleConfig::default()
             },
         );
-        Ok(Self::new(Arc::new(throttled), self.root, self.url))
+        Ok(Self {
+            local: self.local,
+            ..Self::new(Arc::new(throttled), self.root, self.url)
+        })
     }
 
     /// A location over an existing store, e.g. one in-memory store shared by
@@ -161,6 +168,7 @@ impl StorageLocation {
             store,
             root,
             url: url.into(),
+            local: None,
         }
     }
 
@@ -185,7 +193,13 @@ impl StorageLocation {
             store: Arc::clone(&self.store),
             root: layout::join(&self.root, relative)?,
             url: format!("{}/{relative}", self.url.trim_end_matches('/')),
+            local: self.local.as_ref().map(|dir| dir.join(relative)),
         })
+    }
+
+    /// The directory on the local file system, for a local location.
+    pub(crate) fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local.as_deref()
     }
 
     /// The same directory as the snapshot crate's storage type, for writing
@@ -235,11 +249,14 @@ impl StorageLocation {
             })?
             .with_automatic_cleanup(true)
             .with_fsync(true);
-        Ok(Self::new(
-            Arc::new(LocalStore::new(store, store_dir.to_path_buf())),
-            Self::prefix(&relative, url)?,
-            url,
-        ))
+        Ok(Self {
+            local: Some(given.clone()),
+            ..Self::new(
+                Arc::new(LocalStore::new(store, store_dir.to_path_buf())),
+                Self::prefix(&relative, url)?,
+                url,
+            )
+        })
     }
 
     fn prefix(prefix: &str, url: &str) -> Result<Path> {

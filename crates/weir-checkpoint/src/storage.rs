@@ -231,7 +231,11 @@ impl CheckpointStorage {
         let metadata = layout::checkpoint_metadata(id);
         delete_paths(&self.job_dir, [metadata.as_str()]).await?;
         let dir = layout::checkpoint_dir(id);
-        delete_tree(&self.job_dir.child(&dir)?).await?;
+        let checkpoint = self.job_dir.child(&dir)?;
+        delete_tree(&checkpoint).await?;
+        if let Some(local) = checkpoint.local_dir() {
+            remove_interrupted_writes(local);
+        }
         if let Placement::Inline { staging, .. } = &self.placement {
             delete_tree(&staging.child(&dir)?).await?;
         }
@@ -360,6 +364,29 @@ pub(crate) async fn list_relative(dir: &StorageLocation, sub: Option<&str>) -> R
             Some(names.join("/"))
         })
         .collect())
+}
+
+/// Removes what writes cut short by a crash left under the local directory
+/// `dir` (the local store stages a file as `<name>#<n>` and renames it when
+/// done; listings never show staging files, so deleting the listed objects
+/// leaves them), then the directories that are empty. Links are removed,
+/// never followed. Best effort: a file it cannot remove stays.
+fn remove_interrupted_writes(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            remove_interrupted_writes(&entry.path());
+        } else if entry.file_name().to_string_lossy().contains('#') {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    // Fails, as it should, while anything else is left.
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Deletes every object under `dir`.

@@ -186,3 +186,23 @@ async fn jobmanager_storage_keeps_state_inline_up_to_its_limit() {
         .expect("lists");
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A crash in the middle of a local write leaves its staging file
+/// (`<name>#<n>`), which no listing shows; discarding the checkpoint removes
+/// it with the directory, and a link among them is removed, not followed.
+#[tokio::test]
+async fn discarding_removes_the_staging_files_of_interrupted_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    std::fs::write(elsewhere.path().join("keep#1"), b"not ours").expect("write");
+    let storage = local(dir.path());
+    full_checkpoint(&storage, 4, 1).await;
+    let chk = dir.path().join("orders").join("chk-4");
+    std::fs::write(chk.join("_metadata#1"), b"half a metadata").expect("write");
+    std::os::unix::fs::symlink(elsewhere.path().join("keep#1"), chk.join("linked#2"))
+        .expect("link");
+
+    storage.discard(CheckpointId(4)).await.expect("discards");
+    assert!(!chk.exists(), "{} is left", chk.display());
+    assert!(elsewhere.path().join("keep#1").exists());
+}
