@@ -378,13 +378,19 @@ def test_incremental_checkpoints_build_on_the_newest_checkpoint_of_this_run() ->
     assert shell.run_data_epoch(400).incremental_base == 10
 
 
-def test_a_delivered_barrier_goes_to_the_hosts_before_the_next_epoch() -> None:
-    shell = Shell(deliver_barriers=True)
+def _barrier_injected(shell: Shell) -> tuple[int, Any]:
+    """Runs an epoch that checkpoint 1 takes as its cut; returns the cut and the decision
+    after its barrier was injected."""
     shell.start()
     decision = shell.step(InputPlanned(True, {"next": 100}, False), (CheckpointTriggered(1, "checkpoint"),))
     cut = decision.action.order.epoch
     shell.step(EpochSucceeded(cut))
-    decision = shell.step(None, (barrier(1, cut),))
+    return cut, shell.step(None, (barrier(1, cut),))
+
+
+def test_a_delivered_barrier_goes_to_the_hosts_before_the_next_epoch() -> None:
+    shell = Shell(deliver_barriers=True)
+    cut, decision = _barrier_injected(shell)
     assert isinstance(decision.action, DeliverBarrier)
     assert decision.action.barrier == barrier(1, cut)
     assert [o.final_epoch for o in decision.action.operators] == [cut]
@@ -396,11 +402,7 @@ def test_a_delivered_barrier_goes_to_the_hosts_before_the_next_epoch() -> None:
 
 def test_a_barrier_the_hosts_did_not_all_take_travels_with_the_next_epoch() -> None:
     shell = Shell(deliver_barriers=True)
-    shell.start()
-    decision = shell.step(InputPlanned(True, {"next": 100}, False), (CheckpointTriggered(1, "checkpoint"),))
-    cut = decision.action.order.epoch
-    shell.step(EpochSucceeded(cut))
-    shell.step(None, (barrier(1, cut),))
+    cut, _ = _barrier_injected(shell)
     decision = shell.step(BarrierDelivered(1, StateLostError("the host of subtask 1 is gone")))
     assert any("did not reach every state host" in e.message for e in decision.effects if isinstance(e, Log))
     decision = shell.step(InputPlanned(True, {"next": 200}, False))
