@@ -124,29 +124,29 @@ impl Subtask {
             dirs.push(dir);
         }
         let registered = self.keyed.descriptors().to_vec();
+        let (max_parallelism, range) = (self.spec.max_parallelism, self.range);
+        // A database at `path` built from the downloaded checkpoints.
+        let open = |path: PathBuf| {
+            let options = RocksDbOptions::new(path, max_parallelism, range);
+            RocksDbKeyedStateBackend::restore_from_native(&dirs, options).map_err(StateError::from)
+        };
         match &mut self.keyed {
             KeyedBackend::RocksDb(_) => {
                 let dir = rocksdb_dir(&self.spec, &self.work_dir)?;
-                let restored = self.open_native(&dirs, dir.path().to_owned())?;
+                let restored = open(dir.path().to_owned())?;
                 // The old database closes before its directory goes.
                 self.keyed = KeyedBackend::RocksDb(Box::new(restored));
                 self.dir = Some(dir);
                 if let [handle] = handles
                     && !rescaled
-                    && handle.key_group_range == self.range
+                    && handle.key_group_range == range
                 {
                     self.lock_uploaded()
                         .record(origin.checkpoint, origin.location, handle.clone());
                 }
             }
             KeyedBackend::Heap(heap) => {
-                let scratch = downloads.path().join("merged");
-                let mut restored = {
-                    let options =
-                        RocksDbOptions::new(&scratch, self.spec.max_parallelism, self.range);
-                    RocksDbKeyedStateBackend::restore_from_native(&dirs, options)
-                        .map_err(StateError::from)?
-                };
+                let mut restored = open(downloads.path().join("merged"))?;
                 copy_entries(restored.snapshot_sync()?.as_ref(), heap)?;
             }
         }
@@ -161,13 +161,6 @@ impl Subtask {
             }
         }
         Ok(())
-    }
-
-    /// A RocksDB database at `path` built from the downloaded checkpoints.
-    fn open_native(&self, dirs: &[PathBuf], path: PathBuf) -> Result<RocksDbKeyedStateBackend> {
-        let options = RocksDbOptions::new(path, self.spec.max_parallelism, self.range);
-        Ok(RocksDbKeyedStateBackend::restore_from_native(dirs, options)
-            .map_err(StateError::from)?)
     }
 }
 
