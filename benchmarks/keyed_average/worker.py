@@ -25,6 +25,14 @@ def median_outcome(outcomes: list[Outcome]) -> Outcome:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def _every_run(outcomes: list[Outcome], key: str) -> dict[str, list[Any]]:
+    """``key`` of the outcomes' extras joined over every run: a tail percentile
+    (a checkpoint's end to end time) comes from all checkpoints, not the median run's."""
+    if not any(key in o.extra for o in outcomes):
+        return {}
+    return {key: [x for o in outcomes for x in o.extra.get(key, [])]}
+
+
 def result_record(
     variant: Variant, params: Params, expectation: Expectation, outcomes: list[Outcome], peak_mb: float
 ) -> dict[str, Any]:
@@ -56,7 +64,7 @@ def result_record(
         "peak_mem_mb": round(peak_mb, 1),
         "repeats": len(outcomes),
         "runs_wall_s": [o.wall_s for o in outcomes],
-        "extra": chosen.extra,
+        "extra": {**chosen.extra, **_every_run(outcomes, "checkpoint_e2e_ms")},
         "error": None,
     }
 

@@ -9,7 +9,7 @@ from typing import Any
 from benchmarks.keyed_average.measure import Outcome
 from benchmarks.keyed_average.registry import RunContext, Variant
 from benchmarks.keyed_average.spark_env import LOCAL_CLUSTER_CONF
-from benchmarks.keyed_average.weir_variants.common import CHECKPOINT_INTERVAL_MS, run_weir_job
+from benchmarks.keyed_average.weir_variants.common import CHECKPOINT_INTERVAL_MS, WEIR_REPEATS, run_weir_job
 from benchmarks.keyed_average.workload import OUTPUT_DDL
 from weir import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor
 
@@ -57,6 +57,7 @@ VARIANTS = [
     Variant(
         name="weir-per-record-heap",
         system="weir",
+        repeats=WEIR_REPEATS,
         path="per_record",
         run=_run("heap"),
         description="Python KeyedProcessFunction + ValueState, heap backend",
@@ -64,6 +65,7 @@ VARIANTS = [
     Variant(
         name="weir-per-record-rocksdb",
         system="weir",
+        repeats=WEIR_REPEATS,
         path="per_record",
         run=_run("rocksdb"),
         description="Python KeyedProcessFunction + ValueState, RocksDB backend",
@@ -71,6 +73,7 @@ VARIANTS = [
     Variant(
         name="weir-per-record-heap-local-cluster",
         system="weir",
+        repeats=WEIR_REPEATS,
         path="per_record",
         run=_run("heap"),
         spark_conf=lambda _cache: LOCAL_CLUSTER_CONF,
@@ -79,6 +82,7 @@ VARIANTS = [
     Variant(
         name=NO_CHECKPOINTS,
         system="weir",
+        repeats=WEIR_REPEATS,
         path="per_record",
         run=_run("heap", checkpoints=False),
         description="the heap variant with checkpointing off: the cost of checkpointing",

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from benchmarks.keyed_average.measure import Outcome
 from benchmarks.keyed_average.registry import RunContext, Variant
-from benchmarks.keyed_average.weir_variants.common import run_weir_job
+from benchmarks.keyed_average.weir_variants.common import WEIR_REPEATS, run_weir_job
 from benchmarks.keyed_average.workload import OUTPUT_DDL
 from weir import BatchContext, RuntimeContext, Types, ValueStateDescriptor, VectorizedKeyedFunction
 
@@ -139,6 +139,7 @@ VARIANTS = [
     Variant(
         name="weir-vectorized",
         system="weir",
+        repeats=WEIR_REPEATS,
         path="vectorized",
         run=_RUN,
         description="VectorizedKeyedFunction: Arrow batches, get_batch/put_batch, NumPy fold",
@@ -146,6 +147,7 @@ VARIANTS = [
     Variant(
         name="weir-vectorized-native",
         system="weir",
+        repeats=WEIR_REPEATS,
         path="vectorized",
         run=_RUN_NATIVE,
         description="VectorizedKeyedFunction: native sum in count windows (Rust), Arrow division",
