@@ -31,7 +31,7 @@ from weir.config import CheckpointConfig
 from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import _host
 from weir.spark import driver as d
-from weir.spark.epoch_plan import StepInput, epoch_frame, learn_input
+from weir.spark.epoch_plan import EpochPlanner, StepInput, learn_input
 from weir.spark.progress import Progress
 from weir.spark.tasks import Barrier, HostAccess, OperatorSpec, OperatorTask
 from weir.spark.waterfall import EpochWaterfall, PhaseTimes
@@ -135,6 +135,7 @@ class Runner:
         self.restore_cut: int | None = None
         self.records = job.spark.sparkContext.accumulator(0)
         self.phases = job.spark.sparkContext.accumulator({}, PhaseTimes())
+        self.planner = EpochPlanner(job.spark, graph, self.records, self.phases, self.learn)
         self.waterfall: EpochWaterfall | None = None
         self.plan_seconds = 0.0
         self.progress = Progress(job.name, enabled=job.progress, records=self.records)
@@ -389,15 +390,7 @@ class Runner:
         # Building the plan runs Spark's analysis: an error there is the job's
         # definition (a missing column, a bad schema), not a failure to retry.
         with self.timed("build"):
-            output = epoch_frame(
-                self.job.spark,
-                self.graph,
-                frame,
-                lambda step: self.task(order, step),
-                self.records,
-                self.phases,
-                self.learn,
-            )
+            output = self.planner.frame(frame, lambda step: self.task(order, step))
         try:
             with self.timed("spark_job"):
                 if order.data:
