@@ -18,6 +18,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -29,6 +30,7 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
+use weir_snapshot::LocalFiles;
 
 /// The name the store gives in its errors.
 const STORE: &str = "LocalStore";
@@ -128,6 +130,69 @@ fn refused(why: String) -> object_store::Error {
         store: STORE,
         source: why.into(),
     }
+}
+
+/// Staging files of [`LocalStore::place`] get this process's id and a count,
+/// so two writers of one name never share one.
+static PLACED: AtomicU64 = AtomicU64::new(0);
+
+impl LocalFiles for LocalStore {
+    fn place(&self, source: &std::path::Path, location: &Path) -> Result<()> {
+        self.check(location)?;
+        let target = self.inner.path_to_filesystem(location)?;
+        let parent = target
+            .parent()
+            .ok_or_else(|| refused(format!("{} has no directory", target.display())))?;
+        std::fs::create_dir_all(parent).map_err(io_failed("create", parent))?;
+        // Named as the store names its own staging files, so a sweep after a
+        // crash finds it.
+        let count = PLACED.fetch_add(1, Ordering::Relaxed);
+        let mut staging = target.clone().into_os_string();
+        staging.push(format!("#{}-{count}", std::process::id()));
+        let staging = PathBuf::from(staging);
+        let placed = link_or_copy(source, &staging).and_then(|()| {
+            std::fs::rename(&staging, &target).map_err(io_failed("rename", &staging))
+        });
+        // Gone after a rename, except where the target was already a link to
+        // the same file (a retried upload): then rename does nothing.
+        let _ = std::fs::remove_file(&staging);
+        placed?;
+        // The new name survives a power loss only once its directory is synced.
+        std::fs::File::open(parent)
+            .and_then(|dir| dir.sync_all())
+            .map_err(io_failed("sync", parent))
+    }
+
+    fn fetch(&self, location: &Path, target: &std::path::Path, share: bool) -> Result<()> {
+        self.check(location)?;
+        let source = self.inner.path_to_filesystem(location)?;
+        if share && std::fs::hard_link(&source, target).is_ok() {
+            return Ok(());
+        }
+        std::fs::copy(&source, target)
+            .map(drop)
+            .map_err(io_failed("copy", &source))
+    }
+}
+
+/// Links `source` to `target`, or copies it where a link cannot be made
+/// (another file system), and syncs the file.
+fn link_or_copy(source: &std::path::Path, target: &std::path::Path) -> Result<()> {
+    if std::fs::hard_link(source, target).is_err() {
+        std::fs::copy(source, target).map_err(io_failed("copy", source))?;
+    }
+    std::fs::File::open(target)
+        .and_then(|file| file.sync_all())
+        .map_err(io_failed("sync", target))
+}
+
+/// Maps an I/O error on `path` to the store's error type.
+fn io_failed(
+    operation: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> object_store::Error {
+    let path = path.display().to_string();
+    move |source| refused(format!("cannot {operation} {path}: {source}"))
 }
 
 impl fmt::Display for LocalStore {
@@ -303,5 +368,59 @@ mod tests {
             Err(object_store::Error::NotFound { .. })
         ));
         assert!(root.path().join("a/file").is_file());
+    }
+
+    #[test]
+    fn files_are_placed_by_link_and_fetched_by_link_or_copy() {
+        use std::os::unix::fs::MetadataExt;
+
+        let (root, elsewhere, store) = store();
+        let source = elsewhere.path().join("000007.sst");
+        std::fs::write(&source, b"sst bytes").expect("write");
+        let inode = |path: &std::path::Path| std::fs::metadata(path).expect("stat").ino();
+
+        let location = Path::from("shared/op/0/1-000007.sst");
+        store.place(&source, &location).expect("placed");
+        let placed = root.path().join("shared/op/0/1-000007.sst");
+        assert_eq!(std::fs::read(&placed).expect("read"), b"sst bytes");
+        assert_eq!(inode(&placed), inode(&source), "linked, not copied");
+        // Placing again replaces the file and leaves no staging file behind.
+        store.place(&source, &location).expect("placed again");
+        let names: Vec<_> = std::fs::read_dir(root.path().join("shared/op/0"))
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["1-000007.sst"]);
+
+        let restored = elsewhere.path().join("restored");
+        std::fs::create_dir(&restored).expect("mkdir");
+        store
+            .fetch(&location, &restored.join("000007.sst"), true)
+            .expect("fetched");
+        assert_eq!(inode(&restored.join("000007.sst")), inode(&placed));
+        store
+            .fetch(&location, &restored.join("MANIFEST"), false)
+            .expect("fetched");
+        assert_ne!(inode(&restored.join("MANIFEST")), inode(&placed), "copied");
+        assert_eq!(
+            std::fs::read(restored.join("MANIFEST")).expect("read"),
+            b"sst bytes"
+        );
+    }
+
+    #[test]
+    fn placing_and_fetching_never_follow_links() {
+        let (_root, elsewhere, store) = store();
+        let source = elsewhere.path().join("file");
+        std::fs::write(&source, b"x").expect("write");
+        assert!(store.place(&source, &Path::from("a/link/placed")).is_err());
+        assert!(!elsewhere.path().join("placed").exists());
+        let target = elsewhere.path().join("fetched");
+        assert!(
+            store
+                .fetch(&Path::from("a/file-link"), &target, true)
+                .is_err()
+        );
+        assert!(!target.exists());
     }
 }

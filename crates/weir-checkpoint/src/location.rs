@@ -21,7 +21,7 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
-use weir_snapshot::SnapshotStorage;
+use weir_snapshot::{LocalFiles, SnapshotStorage};
 
 use crate::error::{CheckpointError, Result};
 use crate::layout;
@@ -60,6 +60,9 @@ pub struct StorageLocation {
     /// The directory itself, for a location on the local file system: where
     /// a write cut short by a crash leaves its staging file.
     local: Option<PathBuf>,
+    /// The store as local files, for placing native checkpoint files
+    /// without streaming them (none when writes are slowed down on purpose).
+    files: Option<Arc<LocalStore>>,
 }
 
 impl fmt::Debug for StorageLocation {
@@ -155,6 +158,8 @@ impl StorageLocation {
                 ..ThrottleConfig::default()
             },
         );
+        // Placing files directly would skip the delay: a throttled store
+        // streams everything.
         Ok(Self {
             local: self.local,
             ..Self::new(Arc::new(throttled), self.root, self.url)
@@ -169,6 +174,7 @@ impl StorageLocation {
             root,
             url: url.into(),
             local: None,
+            files: None,
         }
     }
 
@@ -194,6 +200,7 @@ impl StorageLocation {
             root: layout::join(&self.root, relative)?,
             url: format!("{}/{relative}", self.url.trim_end_matches('/')),
             local: self.local.as_ref().map(|dir| dir.join(relative)),
+            files: self.files.clone(),
         })
     }
 
@@ -208,6 +215,7 @@ impl StorageLocation {
         SnapshotStorage {
             store: Arc::clone(&self.store),
             root: self.root.clone(),
+            local: self.files.clone().map(|files| files as Arc<dyn LocalFiles>),
         }
     }
 
@@ -249,13 +257,11 @@ impl StorageLocation {
             })?
             .with_automatic_cleanup(true)
             .with_fsync(true);
+        let files = Arc::new(LocalStore::new(store, store_dir.to_path_buf()));
         Ok(Self {
             local: Some(given.clone()),
-            ..Self::new(
-                Arc::new(LocalStore::new(store, store_dir.to_path_buf())),
-                Self::prefix(&relative, url)?,
-                url,
-            )
+            files: Some(Arc::clone(&files)),
+            ..Self::new(files, Self::prefix(&relative, url)?, url)
         })
     }
 

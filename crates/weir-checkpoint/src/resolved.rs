@@ -107,6 +107,7 @@ impl ResolvedSnapshot {
         Ok(SnapshotStorage {
             store: Arc::new(store),
             root: Path::default(),
+            local: None,
         })
     }
 }

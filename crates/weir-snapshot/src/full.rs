@@ -22,6 +22,7 @@ use crate::error::{Result, SnapshotError};
 use crate::format::{Compression, SnapshotHeader, encode_frozen};
 use crate::handle::{FullSnapshotHandle, StateFile};
 use crate::layout::join;
+use crate::local_files::LocalFiles;
 use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
 
@@ -36,6 +37,9 @@ pub struct SnapshotStorage {
     pub store: Arc<dyn ObjectStore>,
     /// The root inside the store.
     pub root: Path,
+    /// The store as a local directory, when it is one: native checkpoint
+    /// files are then linked in and out instead of streamed.
+    pub local: Option<Arc<dyn LocalFiles>>,
 }
 
 /// How a full snapshot is written.

@@ -28,6 +28,7 @@ use crate::error::{Result, SnapshotError};
 use crate::full::SnapshotStorage;
 use crate::handle::{IncrementalSnapshotHandle, SharedStateFile, StateFile};
 use crate::layout::{self, check_file_name, join};
+use crate::local_files::{LocalFiles, fetch_file, place_file};
 use crate::registry::SharedFileRegistry;
 use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
@@ -125,6 +126,7 @@ pub fn spawn_incremental_snapshot(
     let job = IncrementalJob {
         store: Arc::clone(&storage.store),
         root: storage.root.clone(),
+        local: storage.local.clone(),
         part_size: target.part_size,
         handle: IncrementalSnapshotHandle {
             key_group_range: checkpoint.key_group_range,
@@ -142,6 +144,7 @@ pub fn spawn_incremental_snapshot(
 struct IncrementalJob {
     store: Arc<dyn ObjectStore>,
     root: Path,
+    local: Option<Arc<dyn LocalFiles>>,
     part_size: usize,
     handle: IncrementalSnapshotHandle,
 }
@@ -234,10 +237,22 @@ impl IncrementalJob {
         })
     }
 
-    /// Streams one local file to `relative`; returns it with the object's
-    /// location. Dropped half-way, the multipart upload's own drop cleans up.
+    /// Sends one local file to `relative`; returns it with the object's
+    /// location. Streamed, a multipart upload dropped half-way cleans up
+    /// after itself; placed in a local store, the file appears whole or not
+    /// at all.
     async fn upload_file(&self, local: &LocalFile, relative: &str) -> Result<(StateFile, Path)> {
         let location = join(&self.root, relative)?;
+        if let Some(files) = &self.local {
+            let (files, source, at, relative) = (
+                Arc::clone(files),
+                local.path.clone(),
+                location.clone(),
+                relative.to_owned(),
+            );
+            let file = blocking(move || place_file(&*files, &source, &at, &relative)).await?;
+            return Ok((file, location));
+        }
         let io_err = |operation| {
             move |source| SnapshotError::LocalIo {
                 operation,
@@ -284,8 +299,7 @@ impl IncrementalJob {
 /// opened as the database.
 pub async fn download_incremental(
     handle: &IncrementalSnapshotHandle,
-    store: &dyn ObjectStore,
-    root: &Path,
+    storage: &SnapshotStorage,
     dir: &std::path::Path,
 ) -> Result<()> {
     tokio::fs::create_dir_all(dir)
@@ -295,14 +309,36 @@ pub async fn download_incremental(
             path: dir.to_owned(),
             source,
         })?;
-    let files = handle.shared.iter().chain(&handle.private);
-    futures::stream::iter(files.map(|file| async move {
+    // The database never writes to its SSTs, so those may be shared with
+    // the checkpoint; the other files it may rewrite are copied.
+    let shared = handle.shared.iter().map(|file| (file, true));
+    let files = shared.chain(handle.private.iter().map(|file| (file, false)));
+    futures::stream::iter(files.map(|(file, share)| async move {
         check_file_name(&file.local_name)?;
-        download_file(&file.file, store, root, &dir.join(&file.local_name)).await
+        let target = dir.join(&file.local_name);
+        match &storage.local {
+            Some(files) => {
+                let (files, state_file) = (Arc::clone(files), file.file.clone());
+                let location = join(&storage.root, &state_file.path)?;
+                blocking(move || fetch_file(&*files, &state_file, &location, &target, share)).await
+            }
+            None => download_file(&file.file, &*storage.store, &storage.root, &target).await,
+        }
     }))
     .buffer_unordered(CONCURRENT_TRANSFERS)
     .try_collect::<()>()
     .await
+}
+
+/// Runs blocking file work off the runtime's worker threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(SnapshotError::TaskFailed {
+            reason: e.to_string(),
+        })
+    })
 }
 
 async fn download_file(

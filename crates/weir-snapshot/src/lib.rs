@@ -35,7 +35,7 @@
 //! // The synchronous part, then the asynchronous part on a runtime.
 //! let frozen = backend.snapshot_sync()?;
 //! let runtime = tokio::runtime::Runtime::new()?;
-//! let storage = SnapshotStorage { store: Arc::new(InMemory::new()), root: Path::from("job") };
+//! let storage = SnapshotStorage { store: Arc::new(InMemory::new()), root: Path::from("job"), local: None };
 //! let future = weir_snapshot::spawn_full_snapshot(
 //!     runtime.handle(), frozen, &storage, "chk-1/op/0", FullSnapshotOptions::default(),
 //! );
@@ -61,6 +61,7 @@ mod full;
 mod handle;
 mod incremental;
 pub mod layout;
+mod local_files;
 mod operator;
 mod registry;
 mod restore;
@@ -76,6 +77,7 @@ pub use handle::{
 pub use incremental::{
     IncrementalTarget, LocalCheckpoint, LocalFile, download_incremental, spawn_incremental_snapshot,
 };
+pub use local_files::LocalFiles;
 pub use operator::{read_operator_state, write_operator_state};
 pub use registry::SharedFileRegistry;
 pub use restore::{RestoreStats, restore_keyed};

@@ -73,6 +73,7 @@ fn check(writes: &[Write], from: u32, to: u32, source: &str, target: &str) {
     let storage = SnapshotStorage {
         store: Arc::new(InMemory::new()),
         root: Path::from("job"),
+        local: None,
     };
 
     let mut model = ModelBackend::new(max(), max().full_range());

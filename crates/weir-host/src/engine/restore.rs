@@ -120,7 +120,7 @@ impl Subtask {
         let mut dirs = Vec::with_capacity(handles.len());
         for (i, handle) in handles.iter().enumerate() {
             let dir = downloads.path().join(i.to_string());
-            download_incremental(handle, &*storage.store, &storage.root, &dir).await?;
+            download_incremental(handle, storage, &dir).await?;
             dirs.push(dir);
         }
         let registered = self.keyed.descriptors().to_vec();

@@ -149,6 +149,7 @@ pub fn local_storage(dir: &tempfile::TempDir) -> SnapshotStorage {
     SnapshotStorage {
         store: Arc::new(store),
         root: Path::from("job-1"),
+        local: None,
     }
 }
 
@@ -246,6 +247,7 @@ pub async fn in_memory_file(
     let storage = SnapshotStorage {
         store: Arc::new(InMemory::new()),
         root: Path::from("job-1"),
+        local: None,
     };
     let file = StateFile {
         path: relative.to_owned(),

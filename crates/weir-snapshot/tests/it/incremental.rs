@@ -94,7 +94,7 @@ async fn second_checkpoint_uploads_only_new_files() {
     assert_eq!(two.metrics.uploaded_size, sent);
 
     let restored = tmp.path().join("restored");
-    download_incremental(&two.handle, &*storage.store, &storage.root, &restored)
+    download_incremental(&two.handle, &storage, &restored)
         .await
         .expect("download succeeds");
     for f in &second.files {
@@ -137,21 +137,16 @@ async fn download_checks_file_names_and_checksums() {
 
     let mut evil = done.handle.clone();
     evil.shared[0].local_name = "../escape".to_owned();
-    let err = download_incremental(&evil, &*storage.store, &storage.root, &tmp.path().join("a"))
+    let err = download_incremental(&evil, &storage, &tmp.path().join("a"))
         .await
         .expect_err("unsafe name");
     assert!(matches!(err, SnapshotError::InvalidPath { .. }), "{err}");
 
     let mut wrong = done.handle.clone();
     wrong.shared[0].file.crc32 ^= 1;
-    let err = download_incremental(
-        &wrong,
-        &*storage.store,
-        &storage.root,
-        &tmp.path().join("b"),
-    )
-    .await
-    .expect_err("checksum differs");
+    let err = download_incremental(&wrong, &storage, &tmp.path().join("b"))
+        .await
+        .expect_err("checksum differs");
     assert!(
         matches!(err, SnapshotError::FileMismatch { what: "crc32", .. }),
         "{err}"

@@ -141,6 +141,7 @@ fn state_that_compresses_extremely_well_still_restores() {
     let storage = weir_snapshot::SnapshotStorage {
         store: std::sync::Arc::new(object_store::memory::InMemory::new()),
         root: object_store::path::Path::from("job-1"),
+        local: None,
     };
     let future = weir_snapshot::spawn_full_snapshot(
         runtime.handle(),

@@ -46,6 +46,7 @@ async fn scale_in_three_to_one_in_memory() {
     let storage = SnapshotStorage {
         store: Arc::new(InMemory::new()),
         root: object_store::path::Path::from("ckpt"),
+        local: None,
     };
     rescale(&storage, 3, 1, Compression::Zstd).await;
 }
