@@ -64,7 +64,7 @@ from weir.host import command  # noqa: E402
 from weir.key_groups import key_group_of, key_group_range, subtask_of  # noqa: E402
 from weir.runtime import OperatorRunner  # noqa: E402
 from weir.spark import worker  # noqa: E402
-from weir.spark.tasks import KEY_GROUP, MARKER, ROUTE, OperatorSpec  # noqa: E402
+from weir.spark.tasks import KEY_GROUP, MARKER, OperatorSpec  # noqa: E402
 from weir.spark.waterfall import TaskClock  # noqa: E402
 from weir.types import value_type  # noqa: E402
 
@@ -74,7 +74,6 @@ INPUT_SCHEMA = pa.schema(
         pa.field("key", pa.int64()),
         pa.field("value", pa.int64()),
         pa.field(KEY_GROUP, pa.int32()),
-        pa.field(ROUTE, pa.int64()),
         pa.field(MARKER, pa.bool_(), nullable=False),
     ]
 )
@@ -102,7 +101,7 @@ def arrow_batches(
     stateless pipeline (``key`` and ``value`` only)."""
     schema = INPUT_SCHEMA if internal else pa.schema(list(INPUT_SCHEMA)[:2])
     full: list[tuple[Any, ...]] = (
-        [(None, None, None, 0, True)] + [(k, v, g, 0, False) for k, v, g in rows]
+        [(None, None, None, True)] + [(k, v, g, False) for k, v, g in rows]
         if internal
         else [(k, v) for k, v, _ in rows]
     )

@@ -155,4 +155,6 @@ class _StepRoute:
                     }
                 )
             rows = data.unionByName(self.markers, allowMissingColumns=True)
-        return rows.repartition(parallelism, F.col(ROUTE))
+        # The route has done its work once rows are in their partitions: not
+        # handing it to Python saves the JVM converting a column to Arrow.
+        return rows.repartition(parallelism, F.col(ROUTE)).drop(ROUTE)

@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 KEY_GROUP = "__weir_key_group"
 """Internal column: the key group of the row's key, computed in the JVM."""
 ROUTE = "__weir_route"
-"""Internal column: the routing value of the row's subtask."""
+"""Internal column: the routing value of the row's subtask (dropped after the shuffle)."""
 MARKER = "__weir_marker"
 """Internal column: true on the one marker row each subtask gets per epoch."""
-INTERNAL_COLUMNS = (KEY_GROUP, ROUTE, MARKER)
+TASK_COLUMNS = (KEY_GROUP, MARKER)
+"""The internal columns a task's batches carry besides the step's input."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
 from weir.runtime import OperatorRunner
 from weir.spark import _host
-from weir.spark.tasks import INTERNAL_COLUMNS, KEY_GROUP, MARKER, OperatorSpec, OperatorTask
+from weir.spark.tasks import KEY_GROUP, MARKER, TASK_COLUMNS, OperatorSpec, OperatorTask
 from weir.spark.waterfall import TaskClock, Totals
 
 ATTEMPT_IDS = 1 << 32
@@ -126,7 +126,7 @@ def _process(
         if data.num_rows == 0:
             continue
         count(data.num_rows)
-        values = data.drop_columns(list(INTERNAL_COLUMNS))
+        values = data.drop_columns(list(TASK_COLUMNS))
         if not keyed:
             with clock.phase("function"):
                 unkeyed = [values.column(c).to_pylist() for c in op.value_columns]
