@@ -92,7 +92,43 @@ def process_batches(
     ``count`` gets the number of records of each batch. Separate from
     :func:`run_epoch_task` so it runs (and is profiled) without Spark."""
     with _rare_gc_passes():
-        yield from _process(runner, op, batches, key_range, partition, count, clock)
+        vectorized = isinstance(op.function, VectorizedKeyedFunction)
+        keyed = op.key_columns is not None
+        for batch in batches:
+            data = batch.filter(pc.invert(batch.column(MARKER)))
+            if data.num_rows == 0:
+                continue
+            count(data.num_rows)
+            values = data.drop_columns(list(TASK_COLUMNS))
+            if not keyed:
+                with clock.phase("function"):
+                    unkeyed = [values.column(c).to_pylist() for c in op.value_columns]
+                    outputs = runner.process(list(zip(*unkeyed, strict=True)))
+                if outputs:
+                    with clock.phase("output"):
+                        out = _to_batch(outputs, op.output_schema)
+                    yield out
+                continue
+            key_groups = data.column(KEY_GROUP)
+            _check_partition(key_groups, key_range, partition)
+            if vectorized:
+                with clock.phase("function"):
+                    # Keys and key groups stay Arrow: Rust encodes them from the columns.
+                    key_columns = values.select(list(op.key_columns or ()))
+                    arrow_out = runner.process_arrow(values, key_columns, key_groups)
+                if arrow_out is not None and arrow_out.num_rows:
+                    yield arrow_out
+                continue
+            with clock.phase("function"):
+                columns = {c: values.column(c).to_pylist() for c in op.value_columns}
+                elements = list(zip(*columns.values(), strict=True))
+                outputs = runner.process(
+                    elements, _keys(values, op.key_columns, columns), key_groups.to_pylist()
+                )
+            if outputs:
+                with clock.phase("output"):
+                    out = _to_batch(outputs, op.output_schema)
+                yield out
 
 
 @contextmanager
@@ -108,52 +144,6 @@ def _rare_gc_passes() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*previous)
-
-
-def _process(
-    runner: OperatorRunner,
-    op: OperatorSpec,
-    batches: Iterable[pa.RecordBatch],
-    key_range: tuple[int, int],
-    partition: int,
-    count: Callable[[int], object],
-    clock: TaskClock,
-) -> Iterator[pa.RecordBatch]:
-    vectorized = isinstance(op.function, VectorizedKeyedFunction)
-    keyed = op.key_columns is not None
-    for batch in batches:
-        data = batch.filter(pc.invert(batch.column(MARKER)))
-        if data.num_rows == 0:
-            continue
-        count(data.num_rows)
-        values = data.drop_columns(list(TASK_COLUMNS))
-        if not keyed:
-            with clock.phase("function"):
-                unkeyed = [values.column(c).to_pylist() for c in op.value_columns]
-                outputs = runner.process(list(zip(*unkeyed, strict=True)))
-            if outputs:
-                with clock.phase("output"):
-                    out = _to_batch(outputs, op.output_schema)
-                yield out
-            continue
-        key_groups = data.column(KEY_GROUP)
-        _check_partition(key_groups, key_range, partition)
-        if vectorized:
-            with clock.phase("function"):
-                # Keys and key groups stay Arrow: Rust encodes them from the columns.
-                key_columns = values.select(list(op.key_columns or ()))
-                arrow_out = runner.process_arrow(values, key_columns, key_groups)
-            if arrow_out is not None and arrow_out.num_rows:
-                yield arrow_out
-            continue
-        with clock.phase("function"):
-            columns = {c: values.column(c).to_pylist() for c in op.value_columns}
-            elements = list(zip(*columns.values(), strict=True))
-            outputs = runner.process(elements, _keys(values, op.key_columns, columns), key_groups.to_pylist())
-        if outputs:
-            with clock.phase("output"):
-                out = _to_batch(outputs, op.output_schema)
-            yield out
 
 
 def _ignore(_: int) -> None:
