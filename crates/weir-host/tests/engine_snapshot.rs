@@ -400,3 +400,36 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
         }
     }
 }
+
+/// An incremental checkpoint canceled as its files are placed in local
+/// storage leaves none of them behind, whenever the cancellation lands.
+#[test]
+fn a_canceled_incremental_checkpoint_leaves_no_files_in_local_storage() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let checkpoints = tempfile::tempdir().expect("tempdir");
+    let storage = storage(checkpoints.path());
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let mut s = Subtask::open(spec(BackendSpec::RocksDb, 0, 1), work.path()).expect("opens");
+    let v = s.register_state(&descriptor()).expect("registers");
+    write_round(&mut s, v, 1, &(0..20_000).collect::<Vec<_>>(), 1);
+    let format = SnapshotFormat::Incremental { base: None };
+    let frozen = s
+        .snapshot_sync_as(&format, CheckpointId(1), LOCATION)
+        .expect("freezes");
+    let upload = frozen.upload(runtime.handle(), &storage.state_storage(), CheckpointId(1));
+    upload.cancel();
+    let err = runtime.block_on(upload).expect_err("canceled");
+    assert!(err.to_string().contains("cancel"), "{err}");
+    let mut files = Vec::new();
+    let mut pending = vec![checkpoints.path().to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("lists").flatten() {
+            if entry.file_type().expect("type").is_dir() {
+                pending.push(entry.path());
+            } else {
+                files.push(entry.path());
+            }
+        }
+    }
+    assert!(files.is_empty(), "left behind: {files:?}");
+}

@@ -149,6 +149,29 @@ struct IncrementalJob {
     handle: IncrementalSnapshotHandle,
 }
 
+/// What the transfer of a checkpoint's files did: the handle's entries so
+/// far (and whether each is shared), the objects it created and their bytes,
+/// and why it stopped early, if it did.
+#[derive(Default)]
+struct Transfer {
+    placed: Vec<(SharedStateFile, bool)>,
+    created: Vec<Path>,
+    uploaded_size: u64,
+    failure: Option<SnapshotError>,
+}
+
+impl Transfer {
+    fn reused(&mut self, entry: SharedStateFile) {
+        self.placed.push((entry, true));
+    }
+
+    fn sent(&mut self, entry: SharedStateFile, shared: bool, location: Path) {
+        self.uploaded_size += entry.file.size;
+        self.created.push(location);
+        self.placed.push((entry, shared));
+    }
+}
+
 impl IncrementalJob {
     async fn run(
         mut self,
@@ -156,49 +179,15 @@ impl IncrementalJob {
         cancel: CancellationToken,
     ) -> Result<TaskOutput<IncrementalSnapshotHandle>> {
         let started = Instant::now();
-        let mut created = Vec::new();
-        let mut uploaded_size = 0;
-        let this = &self;
-        // In plan order, so the handle lists files as the database does.
-        let mut sent = futures::stream::iter(plans.into_iter().map(|plan| async move {
-            match plan {
-                Plan::Reuse(file) => Ok((file, true, None)),
-                Plan::Upload {
-                    local,
-                    relative,
-                    shared,
-                } => {
-                    let (file, location) = this.upload_file(&local, &relative).await?;
-                    let entry = SharedStateFile {
-                        local_name: local.local_name,
-                        file,
-                    };
-                    Ok((entry, shared, Some(location)))
-                }
-            }
-        }))
-        .buffered(CONCURRENT_TRANSFERS);
-        let mut placed = Vec::new();
-        let failure = loop {
-            let next = tokio::select! {
-                next = sent.next() => next,
-                () = cancel.cancelled() => break Some(SnapshotError::Cancelled),
-            };
-            match next {
-                None => break None,
-                Some(Ok((entry, shared, location))) => {
-                    if let Some(location) = location {
-                        uploaded_size += entry.file.size;
-                        created.push(location);
-                    }
-                    placed.push((entry, shared));
-                }
-                Some(Err(e)) => break Some(e),
-            }
+        let Transfer {
+            placed,
+            created,
+            uploaded_size,
+            failure,
+        } = match &self.local {
+            Some(files) => self.place(Arc::clone(files), plans, cancel.clone()).await,
+            None => self.stream(plans, &cancel).await,
         };
-        // Uploads still running abort when dropped; what they finished is in
-        // `created`.
-        drop(sent);
         if let Some(e) =
             failure.or_else(|| cancel.is_cancelled().then_some(SnapshotError::Cancelled))
         {
@@ -237,22 +226,104 @@ impl IncrementalJob {
         })
     }
 
-    /// Sends one local file to `relative`; returns it with the object's
-    /// location. Streamed, a multipart upload dropped half-way cleans up
-    /// after itself; placed in a local store, the file appears whole or not
-    /// at all.
+    /// Streams the files through the store, [`CONCURRENT_TRANSFERS`] at a
+    /// time; uploads still running when it stops abort as they are dropped.
+    async fn stream(&self, plans: Vec<Plan>, cancel: &CancellationToken) -> Transfer {
+        // In plan order, so the handle lists files as the database does.
+        let mut sent = futures::stream::iter(plans.into_iter().map(|plan| async move {
+            match plan {
+                Plan::Reuse(file) => Ok((file, true, None)),
+                Plan::Upload {
+                    local,
+                    relative,
+                    shared,
+                } => {
+                    let (file, location) = self.upload_file(&local, &relative).await?;
+                    let entry = SharedStateFile {
+                        local_name: local.local_name,
+                        file,
+                    };
+                    Ok((entry, shared, Some(location)))
+                }
+            }
+        }))
+        .buffered(CONCURRENT_TRANSFERS);
+        let mut transfer = Transfer::default();
+        transfer.failure = loop {
+            let next = tokio::select! {
+                next = sent.next() => next,
+                () = cancel.cancelled() => break Some(SnapshotError::Cancelled),
+            };
+            match next {
+                None => break None,
+                Some(Ok((entry, _, None))) => transfer.reused(entry),
+                Some(Ok((entry, shared, Some(location)))) => transfer.sent(entry, shared, location),
+                Some(Err(e)) => break Some(e),
+            }
+        };
+        transfer
+    }
+
+    /// Places the files in a local store, one after the other on a blocking
+    /// thread that looks for cancellation between files: it stops after the
+    /// file at hand, so everything it created is known once it returns.
+    async fn place(
+        &self,
+        files: Arc<dyn LocalFiles>,
+        plans: Vec<Plan>,
+        cancel: CancellationToken,
+    ) -> Transfer {
+        let root = self.root.clone();
+        let placing = tokio::task::spawn_blocking(move || {
+            let mut transfer = Transfer::default();
+            for plan in plans {
+                if cancel.is_cancelled() {
+                    transfer.failure = Some(SnapshotError::Cancelled);
+                    break;
+                }
+                let (local, relative, shared) = match plan {
+                    Plan::Reuse(file) => {
+                        transfer.reused(file);
+                        continue;
+                    }
+                    Plan::Upload {
+                        local,
+                        relative,
+                        shared,
+                    } => (local, relative, shared),
+                };
+                let placed = join(&root, &relative).and_then(|location| {
+                    let file = place_file(&*files, &local.path, &location, &relative)?;
+                    Ok((file, location))
+                });
+                match placed {
+                    Ok((file, location)) => {
+                        let entry = SharedStateFile {
+                            local_name: local.local_name,
+                            file,
+                        };
+                        transfer.sent(entry, shared, location);
+                    }
+                    Err(e) => {
+                        transfer.failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            transfer
+        });
+        placing.await.unwrap_or_else(|e| Transfer {
+            failure: Some(SnapshotError::TaskFailed {
+                reason: e.to_string(),
+            }),
+            ..Transfer::default()
+        })
+    }
+
+    /// Streams one local file to `relative`; returns it with the object's
+    /// location. Dropped half-way, the multipart upload's own drop cleans up.
     async fn upload_file(&self, local: &LocalFile, relative: &str) -> Result<(StateFile, Path)> {
         let location = join(&self.root, relative)?;
-        if let Some(files) = &self.local {
-            let (files, source, at, relative) = (
-                Arc::clone(files),
-                local.path.clone(),
-                location.clone(),
-                relative.to_owned(),
-            );
-            let file = blocking(move || place_file(&*files, &source, &at, &relative)).await?;
-            return Ok((file, location));
-        }
         let io_err = |operation| {
             move |source| SnapshotError::LocalIo {
                 operation,
