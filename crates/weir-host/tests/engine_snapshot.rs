@@ -401,8 +401,9 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
     }
 }
 
-/// An incremental checkpoint canceled as its files are placed in local
-/// storage leaves none of them behind, whenever the cancellation lands.
+/// An incremental checkpoint canceled during its upload to local storage
+/// leaves none of its files behind (canceled at once here: the placement
+/// stops between files, so a later cancellation deletes what it placed).
 #[test]
 fn a_canceled_incremental_checkpoint_leaves_no_files_in_local_storage() {
     let work = tempfile::tempdir().expect("tempdir");
