@@ -179,6 +179,16 @@ impl IncrementalJob {
         cancel: CancellationToken,
     ) -> Result<TaskOutput<IncrementalSnapshotHandle>> {
         let started = Instant::now();
+        // Every object this snapshot may create. A stopped stream drops uploads
+        // that already created their object but were not yet collected in
+        // plan order, so a failure deletes them all, not only those collected.
+        let uploads: Vec<Path> = plans
+            .iter()
+            .filter_map(|plan| match plan {
+                Plan::Upload { relative, .. } => join(&self.root, relative).ok(),
+                Plan::Reuse(_) => None,
+            })
+            .collect();
         let Transfer {
             placed,
             created,
@@ -192,7 +202,7 @@ impl IncrementalJob {
             failure.or_else(|| cancel.is_cancelled().then_some(SnapshotError::Cancelled))
         {
             // Best effort when the snapshot failed already.
-            let deleted = delete_all(&*self.store, &created).await;
+            let deleted = delete_all(&*self.store, &uploads).await;
             return match (e, deleted) {
                 (SnapshotError::Cancelled, Err(err)) => Err(err),
                 (e, _) => Err(e),
@@ -227,7 +237,8 @@ impl IncrementalJob {
     }
 
     /// Streams the files through the store, [`CONCURRENT_TRANSFERS`] at a
-    /// time; uploads still running when it stops abort as they are dropped.
+    /// time; uploads still running when it stops abort as they are dropped
+    /// (a finished one waiting for its turn is dropped with them).
     async fn stream(&self, plans: Vec<Plan>, cancel: &CancellationToken) -> Transfer {
         // In plan order, so the handle lists files as the database does.
         let mut sent = futures::stream::iter(plans.into_iter().map(|plan| async move {
