@@ -2,6 +2,8 @@
 //! the upload writes real files into checkpoint storage and can be
 //! canceled, and `Subtask::restore` reads them back as a `RestorePlan` says.
 
+mod host_support;
+
 use arrow_array::{Array, BinaryArray};
 use weir_checkpoint::{
     CheckpointKind, CheckpointMetadata, CheckpointStorage, JobOperator, OperatorRestore,
@@ -421,16 +423,6 @@ fn a_canceled_incremental_checkpoint_leaves_no_files_in_local_storage() {
     upload.cancel();
     let err = runtime.block_on(upload).expect_err("canceled");
     assert!(err.to_string().contains("cancel"), "{err}");
-    let mut files = Vec::new();
-    let mut pending = vec![checkpoints.path().to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("lists").flatten() {
-            if entry.file_type().expect("type").is_dir() {
-                pending.push(entry.path());
-            } else {
-                files.push(entry.path());
-            }
-        }
-    }
+    let files = host_support::files_under(checkpoints.path());
     assert!(files.is_empty(), "left behind: {files:?}");
 }

@@ -483,24 +483,6 @@ fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
         .expect("shuts down");
 }
 
-/// Every file under `dir`, recursively.
-fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .flat_map(|entry| {
-            let path = entry.path();
-            if path.is_dir() {
-                files_under(&path)
-            } else {
-                vec![path]
-            }
-        })
-        .collect()
-}
-
 /// Starts checkpoint `id` of a subtask holding keyed and operator state on
 /// a slow store under `storage`; waits until its upload wrote a file.
 fn start_slow_upload(host: &Host, storage: &std::path::Path, id: CheckpointId) {
@@ -539,7 +521,7 @@ fn start_slow_upload(host: &Host, storage: &std::path::Path, id: CheckpointId) {
         .expect("the synchronous part succeeds");
     assert!(reply.started);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while files_under(storage).is_empty() {
+    while host_support::files_under(storage).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the upload never wrote"
@@ -562,7 +544,7 @@ fn an_aborted_checkpoint_leaves_no_files_behind() {
         .expect("aborts");
     assert_eq!(canceled, 1);
     assert_eq!(
-        files_under(storage.path()),
+        host_support::files_under(storage.path()),
         Vec::<std::path::PathBuf>::new()
     );
     let status = host.connect().status().expect("status");
@@ -583,7 +565,7 @@ fn shutdown_cancels_uploads_and_deletes_their_files() {
     start_slow_upload(&host, storage.path(), CheckpointId(4));
     host.connect().shutdown().expect("shuts down");
     assert_eq!(
-        files_under(storage.path()),
+        host_support::files_under(storage.path()),
         Vec::<std::path::PathBuf>::new()
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

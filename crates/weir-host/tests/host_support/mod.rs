@@ -346,3 +346,21 @@ pub fn read_epoch_two(
     session.begin(Epoch(2), Attempt(0), Some(Epoch(1)))?;
     Ok(decoded(&session.get_values(state, &keys(&[1]))?))
 }
+
+/// Every file under `dir`, recursively.
+pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                files_under(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
