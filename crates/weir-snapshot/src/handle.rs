@@ -6,6 +6,8 @@
 //! for savepoints, so the directory can be moved.
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SnapshotError};
 use weir_types::{KeyGroupRange, MaxParallelism, StateDescriptor};
 
 /// One stored file.
@@ -17,6 +19,32 @@ pub struct StateFile {
     pub size: u64,
     /// CRC-32 (IEEE) of the whole file.
     pub crc32: u32,
+}
+
+impl StateFile {
+    /// Fails with [`SnapshotError::FileMismatch`] unless the bytes found
+    /// have this file's size.
+    pub(crate) fn check_size(&self, size: u64) -> Result<()> {
+        self.check("size", self.size, size)
+    }
+
+    /// Fails with [`SnapshotError::FileMismatch`] unless the bytes found
+    /// have this file's checksum.
+    pub(crate) fn check_crc32(&self, crc32: u32) -> Result<()> {
+        self.check("crc32", u64::from(self.crc32), u64::from(crc32))
+    }
+
+    fn check(&self, what: &'static str, expected: u64, actual: u64) -> Result<()> {
+        if expected == actual {
+            return Ok(());
+        }
+        Err(SnapshotError::FileMismatch {
+            path: self.path.clone(),
+            what,
+            expected,
+            actual,
+        })
+    }
 }
 
 /// A canonical, key-group-indexed snapshot file: any backend can restore

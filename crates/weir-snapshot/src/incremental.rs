@@ -437,20 +437,12 @@ async fn download_file(
             source,
         }
     };
-    let mismatch = |what, expected, actual| SnapshotError::FileMismatch {
-        path: file.path.clone(),
-        what,
-        expected,
-        actual,
-    };
     let size = store
         .head(&location)
         .await
         .map_err(|e| SnapshotError::storage("read", &location, e))?
         .size;
-    if size != file.size {
-        return Err(mismatch("size", file.size, size));
-    }
+    file.check_size(size)?;
     let mut out = tokio::fs::File::create(target)
         .await
         .map_err(io_err("create"))?;
@@ -467,9 +459,5 @@ async fn download_file(
     }
     // Flushed, not synced: a local copy lost in a crash is downloaded again.
     out.flush().await.map_err(io_err("flush"))?;
-    let crc = crc.finalize();
-    if crc != file.crc32 {
-        return Err(mismatch("crc32", u64::from(file.crc32), u64::from(crc)));
-    }
-    Ok(())
+    file.check_crc32(crc.finalize())
 }

@@ -67,19 +67,8 @@ pub(crate) fn fetch_file(
         .fetch(location, target, share)
         .map_err(|e| SnapshotError::storage("read", location, e))?;
     let (size, crc32) = checksum(target)?;
-    let mismatch = |what, expected, actual| SnapshotError::FileMismatch {
-        path: file.path.clone(),
-        what,
-        expected,
-        actual,
-    };
-    if size != file.size {
-        return Err(mismatch("size", file.size, size));
-    }
-    if crc32 != file.crc32 {
-        return Err(mismatch("crc32", u64::from(file.crc32), u64::from(crc32)));
-    }
-    Ok(())
+    file.check_size(size)?;
+    file.check_crc32(crc32)
 }
 
 /// The size and CRC-32 of a local file.

@@ -50,19 +50,8 @@ pub async fn read_operator_state(
         .bytes()
         .await
         .map_err(|e| SnapshotError::storage("read", &location, e))?;
-    let mismatch = |what, expected, actual| SnapshotError::FileMismatch {
-        path: file.path.clone(),
-        what,
-        expected,
-        actual,
-    };
-    if bytes.len() as u64 != file.size {
-        return Err(mismatch("size", file.size, bytes.len() as u64));
-    }
-    let crc = crc32fast::hash(&bytes);
-    if crc != file.crc32 {
-        return Err(mismatch("crc32", u64::from(file.crc32), u64::from(crc)));
-    }
+    file.check_size(bytes.len() as u64)?;
+    file.check_crc32(crc32fast::hash(&bytes))?;
     OperatorStateSnapshot::decode(&bytes).map_err(|source| SnapshotError::OperatorState {
         path: file.path.clone(),
         source,
