@@ -10,6 +10,7 @@
 //! This module does not serialize anything (see `weir-snapshot`) and does not
 //! decode values or enforce TTL.
 
+mod bulk;
 mod bytes;
 mod data;
 mod frozen;
@@ -28,6 +29,7 @@ use crate::error::Result;
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
 use crate::registry::{Access, StateRegistry, check_key_group};
+use bulk::BulkLoad;
 use bytes::SmallBytes;
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
@@ -49,6 +51,8 @@ pub struct HeapKeyedStateBackend {
     epochs: EpochLog,
     /// One undo log per pending epoch of `epochs`, in the same order.
     undo: Vec<Vec<Undo>>,
+    /// The entries of a bulk load not inserted yet (during one only).
+    bulk: Option<BulkLoad>,
 }
 
 impl HeapKeyedStateBackend {
@@ -69,6 +73,7 @@ impl HeapKeyedStateBackend {
             data: Vec::new(),
             epochs: EpochLog::new(),
             undo: Vec::new(),
+            bulk: None,
         })
     }
 
@@ -484,7 +489,16 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         let k = SlotKey::new(entry.key, entry.namespace);
         match (&mut self.data[entry.state.0 as usize], entry.payload) {
             (StateData::Bytes(table), EntryPayload::Value(value)) => {
-                table.set(group, k, SmallBytes::from_slice(value), None);
+                let value = SmallBytes::from_slice(value);
+                match &mut self.bulk {
+                    Some(bulk) => bulk.hold(
+                        &mut self.data,
+                        entry.state,
+                        (entry.key_group, group),
+                        Slot::restored(k, value),
+                    ),
+                    None => table.set(group, k, value, None),
+                }
             }
             (StateData::Bytes(table), EntryPayload::List(items)) => {
                 if !items.is_empty() {
@@ -503,6 +517,20 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
                 );
             }
             _ => unreachable!("the access check matched the payload to the table"),
+        }
+        Ok(())
+    }
+
+    /// Value entries are then held per key group and inserted into tables
+    /// sized for them (`bulk.rs`).
+    fn begin_bulk_load(&mut self) -> Result<()> {
+        self.bulk.get_or_insert_default();
+        Ok(())
+    }
+
+    fn finish_bulk_load(&mut self) -> Result<()> {
+        if let Some(mut bulk) = self.bulk.take() {
+            bulk.insert(&mut self.data);
         }
         Ok(())
     }

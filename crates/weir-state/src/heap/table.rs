@@ -71,6 +71,11 @@ impl<P> Slot<P> {
         }
     }
 
+    /// A restored entry (no epoch wrote it) at `k`.
+    pub(crate) fn restored(k: SlotKey<'_>, payload: P) -> Self {
+        Self::new(k, payload, None)
+    }
+
     /// The encoded key.
     pub(crate) fn key(&self) -> &[u8] {
         &self.bytes[..self.key_len]
@@ -93,6 +98,14 @@ impl<P> Slot<P> {
     #[inline]
     fn matches(&self, k: SlotKey<'_>) -> bool {
         self.hash == k.hash && self.key() == k.key && self.namespace() == k.namespace
+    }
+
+    fn slot_key(&self) -> SlotKey<'_> {
+        SlotKey {
+            key: self.key(),
+            namespace: self.namespace(),
+            hash: self.hash,
+        }
     }
 }
 
@@ -162,6 +175,21 @@ impl<P: Clone> GroupTable<P> {
             }
         }
         self.buckets = tables.into_iter().map(Arc::new).collect();
+    }
+
+    /// Makes room for `additional` more entries: the buckets they need at
+    /// once, each sized for its share, so inserting them neither splits the
+    /// key group nor grows a bucket (bar an unlucky hash spread).
+    fn reserve(&mut self, additional: usize) {
+        let len = self.len + additional;
+        while len > self.buckets.len() * MAX_BUCKET_LEN {
+            self.split();
+        }
+        let share = len.div_ceil(self.buckets.len());
+        for bucket in &mut self.buckets {
+            let bucket = Arc::make_mut(bucket);
+            bucket.reserve(share.saturating_sub(bucket.len()), |s| s.hash);
+        }
     }
 
     /// Iterates over every entry.
@@ -234,6 +262,29 @@ impl<P: Clone> StateTable<P> {
             Entry::Vacant(v) => {
                 g.len += 1;
                 v.insert(Slot::new(k, payload, tag));
+            }
+        }
+    }
+
+    /// Inserts `slots` into key group `group`, each replacing an entry with
+    /// its key; the key group is sized for all of them first.
+    pub(crate) fn extend_group(
+        &mut self,
+        group: usize,
+        slots: impl ExactSizeIterator<Item = Slot<P>>,
+    ) {
+        let g = Arc::make_mut(&mut self.groups[group]);
+        g.reserve(slots.len());
+        for slot in slots {
+            let hash = slot.hash;
+            let i = g.bucket_index(hash);
+            let bucket = Arc::make_mut(&mut g.buckets[i]);
+            match bucket.entry(hash, |s| s.matches(slot.slot_key()), |s| s.hash) {
+                Entry::Occupied(mut o) => *o.get_mut() = slot,
+                Entry::Vacant(v) => {
+                    g.len += 1;
+                    v.insert(slot);
+                }
             }
         }
     }

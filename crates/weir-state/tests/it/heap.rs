@@ -427,6 +427,51 @@ fn ingest_restores_a_snapshot() {
     ));
 }
 
+#[test]
+fn a_bulk_load_restores_every_entry_and_a_later_entry_of_a_key_wins() {
+    // Enough keys that each key group needs several buckets.
+    let keys: Vec<Vec<u8>> = (0u32..12_000).map(|i| i.to_le_bytes().to_vec()).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let mut source = backend();
+    begin(&mut source, 1, 0);
+    fill(&mut source, &refs, "v");
+    for k in &refs[..100] {
+        source.put_value(SUM, key(k), b"7").expect("puts");
+    }
+    commit_final(&mut source, 1, 0);
+    let view = source.snapshot_sync().expect("all final");
+
+    let mut restored = backend();
+    restored.begin_bulk_load().expect("begins");
+    for kg in view.key_group_range().iter() {
+        view.for_each_entry(kg, &mut |e| restored.ingest(e))
+            .expect("ingests");
+    }
+    // A key group seen before, and a key already loaded: the later value
+    // replaces the earlier one, as entry-by-entry ingestion does.
+    restored
+        .ingest(weir_state::StateEntry {
+            state: VALUE,
+            key_group: key(refs[0]).key_group,
+            key: refs[0],
+            namespace: b"",
+            payload: EntryPayload::Value(b"later"),
+        })
+        .expect("ingests");
+    restored.finish_bulk_load().expect("finishes");
+
+    let mut expected = dump(&*view);
+    let first = (
+        VALUE.0,
+        key(refs[0]).key_group.0,
+        refs[0].to_vec(),
+        Vec::new(),
+    );
+    expected.insert(first, vec![(None, b"later".to_vec())]);
+    assert_eq!(dump(&*restored.snapshot_sync().expect("all final")), expected);
+    assert_eq!(value(&mut restored, refs[1]), Some(b"v".to_vec()));
+}
+
 mod cow {
     //! Random writes, retries and discards after `snapshot_sync` never show
     //! through the view, and the live state matches a plain model.
