@@ -275,35 +275,53 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         };
         let k = SlotKey::new(key.key, key.namespace);
         buffer.clear();
-        // One probe finds the entry for the read and the write; a key that
-        // had nothing is inserted empty and taken out again unless it is set.
-        let (slot, inserted) = table.get_or_insert(group, k, SmallBytes::default);
-        let mut decision = update((!inserted).then_some(&slot.payload[..]), buffer);
-        // Like `put_value`, setting needs an open epoch; keeping does not.
+        // One probe finds the entry for the read and the write (or removal);
+        // a key that had nothing is inserted empty and taken out again unless
+        // it is set.
+        let mut entry = table.entry(group, k, SmallBytes::default);
+        let inserted = entry.inserted;
+        let mut decision = update((!inserted).then_some(&entry.slot().payload[..]), buffer);
+        // Like `put_value`, setting and removing need an open epoch; keeping
+        // does not.
         let open = match decision {
-            Ok(ValueUpdate::Set) => match open_log(&self.epochs, &mut self.undo) {
-                Ok(open) => Some(open),
-                Err(err) => {
-                    decision = Err(err);
-                    None
+            Ok(ValueUpdate::Set | ValueUpdate::Remove) => {
+                match open_log(&self.epochs, &mut self.undo) {
+                    Ok(open) => Some(open),
+                    Err(err) => {
+                        decision = Err(err);
+                        None
+                    }
                 }
-            },
+            }
             _ => None,
         };
-        if let Some(open) = open {
-            write_in_epoch(slot, inserted, open, state, group);
-            slot.payload.set(buffer);
-            return Ok(());
+        match (decision, open) {
+            (Ok(ValueUpdate::Set), Some(open)) => {
+                let slot = entry.slot();
+                write_in_epoch(slot, inserted, open, state, group);
+                slot.payload.set(buffer);
+            }
+            (Ok(ValueUpdate::Remove), Some((epoch, log))) if !inserted => {
+                let slot = entry.remove();
+                if slot.tag != Some(epoch) {
+                    log.push(Undo::Bytes {
+                        target: UndoTarget {
+                            state: state.0 as usize,
+                            group,
+                            key: slot.owned_key(),
+                        },
+                        old: Some((slot.payload, slot.tag)),
+                    });
+                }
+            }
+            (decision, _) => {
+                if inserted {
+                    entry.remove();
+                }
+                decision?;
+            }
         }
-        if inserted {
-            table.remove(group, k);
-        }
-        match decision? {
-            // Nothing to remove, but a removal is a write: it needs an open epoch.
-            ValueUpdate::Remove if inserted => self.epochs.write_epoch().map(|_| ()),
-            ValueUpdate::Remove => self.remove_entry(state, group, key),
-            ValueUpdate::Keep | ValueUpdate::Set => Ok(()),
-        }
+        Ok(())
     }
 
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()> {

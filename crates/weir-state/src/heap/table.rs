@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
+use hashbrown::hash_table::{Entry, OccupiedEntry};
 use weir_types::Epoch;
 
 use crate::heap::bytes::SmallBytes;
@@ -198,6 +198,33 @@ impl<P: Clone> GroupTable<P> {
     }
 }
 
+/// An entry of a [`StateTable`] found for writing (see
+/// [`StateTable::entry`]).
+pub(crate) struct SlotEntry<'a, P> {
+    entry: OccupiedEntry<'a, Slot<P>>,
+    len: &'a mut usize,
+    /// Whether the lookup inserted it.
+    pub(crate) inserted: bool,
+}
+
+impl<'a, P> SlotEntry<'a, P> {
+    /// The entry.
+    pub(crate) fn slot(&mut self) -> &mut Slot<P> {
+        self.entry.get_mut()
+    }
+
+    /// The entry, for as long as the table's borrow.
+    pub(crate) fn into_slot(self) -> &'a mut Slot<P> {
+        self.entry.into_mut()
+    }
+
+    /// Takes the entry out of the table.
+    pub(crate) fn remove(self) -> Slot<P> {
+        *self.len -= 1;
+        self.entry.remove().0
+    }
+}
+
 /// All the entries of one state: one [`GroupTable`] per key group of the
 /// backend's range, each shared with snapshots through an [`Arc`].
 #[derive(Debug, Clone)]
@@ -234,15 +261,37 @@ impl<P: Clone> StateTable<P> {
         k: SlotKey<'_>,
         make: impl FnOnce() -> P,
     ) -> (&mut Slot<P>, bool) {
+        let entry = self.entry(group, k, make);
+        let inserted = entry.inserted;
+        (entry.into_slot(), inserted)
+    }
+
+    /// The entry at `k` for writing, inserted with `make()` and tag `None`
+    /// if absent; found with one probe, which also serves removing it.
+    pub(crate) fn entry(
+        &mut self,
+        group: usize,
+        k: SlotKey<'_>,
+        make: impl FnOnce() -> P,
+    ) -> SlotEntry<'_, P> {
         let g = self.group_for_insert(group);
         let i = g.bucket_index(k.hash);
-        // Borrow the bucket and the count apart: a vacant entry updates both.
-        let bucket = Arc::make_mut(&mut g.buckets[i]);
+        // Borrow the bucket and the count apart: inserts and removals update both.
+        let GroupTable { buckets, len } = g;
+        let bucket = Arc::make_mut(&mut buckets[i]);
         match bucket.entry(k.hash, |s| s.matches(k), |s| s.hash) {
-            Entry::Occupied(o) => (o.into_mut(), false),
+            Entry::Occupied(entry) => SlotEntry {
+                entry,
+                len,
+                inserted: false,
+            },
             Entry::Vacant(v) => {
-                g.len += 1;
-                (v.insert(Slot::new(k, make(), None)).into_mut(), true)
+                *len += 1;
+                SlotEntry {
+                    entry: v.insert(Slot::new(k, make(), None)),
+                    len,
+                    inserted: true,
+                }
             }
         }
     }
