@@ -218,7 +218,7 @@ impl RocksDbKeyedStateBackend {
     /// final epoch.
     fn catch_up(&mut self) -> Result<()> {
         if self.base.is_some() && self.folder.all_applied()? {
-            self.folder.release(std::mem::take(&mut self.unfolded));
+            self.unfolded.clear();
             self.base = None;
         }
         Ok(())

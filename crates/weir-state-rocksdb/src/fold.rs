@@ -48,8 +48,6 @@ enum Work {
         dir: PathBuf,
         done: Sender<Result<()>>,
     },
-    /// Overlays the backend no longer reads, to be freed here.
-    Release(Vec<Arc<Overlay>>),
 }
 
 /// How far the thread got.
@@ -111,17 +109,6 @@ impl Folder {
         }))?;
         self.handed += 1;
         Ok(())
-    }
-
-    /// Frees `overlays` on the thread. Freeing a large epoch's overlay takes
-    /// milliseconds (about 15 for 10^6 entries), and the backend lets go of
-    /// overlays in `finalize_up_to`, which a checkpoint's synchronous part
-    /// waits for. When the thread has stopped they are freed here.
-    pub fn release(&self, overlays: Vec<Arc<Overlay>>) {
-        if let Some(queue) = &self.work {
-            // A failed send hands the overlays back, and they drop here.
-            let _ = queue.send(Work::Release(overlays));
-        }
     }
 
     /// Queues a native checkpoint into `dir` (which must not exist) after
@@ -216,10 +203,6 @@ fn fold_all(db: &Db, work: &Receiver<Work>, progress: &Progress) {
             Work::Checkpoint { dir, done } => {
                 // Nobody may be waiting any more: the outcome is theirs alone.
                 let _ = done.send(create_checkpoint(db, &dir));
-                continue;
-            }
-            Work::Release(overlays) => {
-                drop(overlays);
                 continue;
             }
         };
