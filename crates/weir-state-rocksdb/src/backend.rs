@@ -293,7 +293,7 @@ impl RocksDbKeyedStateBackend {
             };
             match state.get(row) {
                 Some(Write::Put(value)) => {
-                    base = Some(Cow::Borrowed(value.as_slice()));
+                    base = Some(Cow::Borrowed(&value[..]));
                     from_db = false;
                 }
                 Some(Write::Delete) => from_db = false,
@@ -446,7 +446,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         value: &[u8],
     ) -> weir_state::Result<()> {
         let row = self.row(state, Access::Value, key)?;
-        self.overlay_mut(state)?.put(row, value.to_vec());
+        self.overlay_mut(state)?.put(&row, value);
         Ok(())
     }
 
@@ -456,7 +456,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         let overlay = self.overlay_mut(state)?;
         match kind {
             StateKind::Map => overlay.clear_prefix(&row),
-            _ => overlay.delete(row),
+            _ => overlay.delete(&row),
         }
         Ok(())
     }
@@ -482,7 +482,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         Self::check_list_payload(payload)?;
         let overlay = self.overlay_mut(state)?;
         if !payload.is_empty() {
-            overlay.append(row, payload);
+            overlay.append(&row, payload);
         }
         Ok(())
     }
@@ -497,9 +497,9 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
         Self::check_list_payload(payload)?;
         let overlay = self.overlay_mut(state)?;
         if payload.is_empty() {
-            overlay.delete(row);
+            overlay.delete(&row);
         } else {
-            overlay.put(row, payload.to_vec());
+            overlay.put(&row, payload);
         }
         Ok(())
     }
@@ -525,7 +525,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     ) -> weir_state::Result<()> {
         let mut row = self.row(state, Access::Map, key)?;
         row.extend_from_slice(user_key);
-        self.overlay_mut(state)?.put(row, value.to_vec());
+        self.overlay_mut(state)?.put(&row, value);
         Ok(())
     }
 
@@ -537,7 +537,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     ) -> weir_state::Result<()> {
         let mut row = self.row(state, Access::Map, key)?;
         row.extend_from_slice(user_key);
-        self.overlay_mut(state)?.delete(row);
+        self.overlay_mut(state)?.delete(&row);
         Ok(())
     }
 

@@ -9,17 +9,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use weir_state::StateId;
+use weir_state::{SmallBytes, StateId};
 
 /// The last write of an epoch to one row key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Write {
     /// The row holds these bytes (a value, a map value or a whole list payload).
-    Put(Vec<u8>),
+    Put(SmallBytes),
     /// The row is gone.
     Delete,
     /// These list items follow whatever lower layers hold.
-    Append(Vec<u8>),
+    Append(SmallBytes),
 }
 
 /// One epoch's writes to one state.
@@ -29,7 +29,11 @@ pub(crate) enum Write {
 /// a write answers a read before the clears do.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StateOverlay {
-    writes: BTreeMap<Vec<u8>, Write>,
+    /// Rows and values are inline when short, so an epoch's writes cost
+    /// about one allocation per B-tree node, not two per row, to make and
+    /// to free (freeing happens when the epoch is folded, on the task's
+    /// thread).
+    writes: BTreeMap<SmallBytes, Write>,
     cleared: BTreeSet<Vec<u8>>,
 }
 
@@ -45,25 +49,25 @@ impl StateOverlay {
     }
 
     /// Sets `row` to `value`.
-    pub fn put(&mut self, row: Vec<u8>, value: Vec<u8>) {
-        self.writes.insert(row, Write::Put(value));
+    pub fn put(&mut self, row: &[u8], value: &[u8]) {
+        self.writes
+            .insert(row.into(), Write::Put(SmallBytes::from_slice(value)));
     }
 
     /// Removes `row`.
-    pub fn delete(&mut self, row: Vec<u8>) {
-        self.writes.insert(row, Write::Delete);
+    pub fn delete(&mut self, row: &[u8]) {
+        self.writes.insert(row.into(), Write::Delete);
     }
 
     /// Appends list `items` (a list payload) to `row`.
-    pub fn append(&mut self, row: Vec<u8>, items: &[u8]) {
-        match self.writes.entry(row) {
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert(Write::Append(items.to_vec()));
+    pub fn append(&mut self, row: &[u8], items: &[u8]) {
+        match self.writes.get_mut(row) {
+            None => {
+                self.writes
+                    .insert(row.into(), Write::Append(SmallBytes::from_slice(items)));
             }
-            std::collections::btree_map::Entry::Occupied(mut slot) => match slot.get_mut() {
-                Write::Put(existing) | Write::Append(existing) => existing.extend_from_slice(items),
-                write @ Write::Delete => *write = Write::Put(items.to_vec()),
-            },
+            Some(Write::Put(existing) | Write::Append(existing)) => existing.extend(items),
+            Some(write @ Write::Delete) => *write = Write::Put(SmallBytes::from_slice(items)),
         }
     }
 
@@ -75,7 +79,7 @@ impl StateOverlay {
             .map(|(row, _)| row.to_vec())
             .collect();
         for row in doomed {
-            self.writes.remove(&row);
+            self.writes.remove(row.as_slice());
         }
         self.cleared.insert(prefix.to_vec());
     }
@@ -88,14 +92,12 @@ impl StateOverlay {
         self.writes
             .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(row, _)| row.starts_with(prefix))
-            .map(|(row, write)| (row.as_slice(), write))
+            .map(|(row, write)| (&row[..], write))
     }
 
     /// Every write, in key order.
     pub fn writes(&self) -> impl Iterator<Item = (&[u8], &Write)> {
-        self.writes
-            .iter()
-            .map(|(row, write)| (row.as_slice(), write))
+        self.writes.iter().map(|(row, write)| (&row[..], write))
     }
 
     /// Every cleared prefix.
@@ -111,7 +113,7 @@ impl StateOverlay {
     ) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
         self.writes
             .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-            .map(|(row, write)| (row.as_slice(), write))
+            .map(|(row, write)| (&row[..], write))
     }
 
     /// The cleared prefixes in `[start, end)`.
@@ -156,28 +158,32 @@ mod tests {
     #[test]
     fn append_folds_into_put_delete_and_earlier_appends() {
         let mut o = StateOverlay::default();
-        o.append(b"a".to_vec(), b"1");
-        o.append(b"a".to_vec(), b"2");
-        assert_eq!(o.get(b"a"), Some(&Write::Append(b"12".to_vec())));
-        o.put(b"b".to_vec(), b"x".to_vec());
-        o.append(b"b".to_vec(), b"y");
-        assert_eq!(o.get(b"b"), Some(&Write::Put(b"xy".to_vec())));
-        o.delete(b"c".to_vec());
-        o.append(b"c".to_vec(), b"z");
-        assert_eq!(o.get(b"c"), Some(&Write::Put(b"z".to_vec())));
+        let bytes = SmallBytes::from_slice;
+        o.append(b"a", b"1");
+        o.append(b"a", b"2");
+        assert_eq!(o.get(b"a"), Some(&Write::Append(bytes(b"12"))));
+        o.put(b"b", b"x");
+        o.append(b"b", b"y");
+        assert_eq!(o.get(b"b"), Some(&Write::Put(bytes(b"xy"))));
+        o.delete(b"c");
+        o.append(b"c", b"z");
+        assert_eq!(o.get(b"c"), Some(&Write::Put(bytes(b"z"))));
     }
 
     #[test]
     fn clear_prefix_drops_earlier_writes_but_not_later_ones() {
         let mut o = StateOverlay::default();
-        o.put(b"pu1".to_vec(), b"1".to_vec());
-        o.put(b"q".to_vec(), b"keep".to_vec());
+        o.put(b"pu1", b"1");
+        o.put(b"q", b"keep");
         o.clear_prefix(b"p");
-        o.put(b"pu2".to_vec(), b"2".to_vec());
+        o.put(b"pu2", b"2");
         assert_eq!(o.get(b"pu1"), None);
         assert!(o.is_cleared(b"p"));
         let under: Vec<_> = o.writes_under(b"p").map(|(r, _)| r.to_vec()).collect();
         assert_eq!(under, vec![b"pu2".to_vec()]);
-        assert_eq!(o.get(b"q"), Some(&Write::Put(b"keep".to_vec())));
+        assert_eq!(
+            o.get(b"q"),
+            Some(&Write::Put(SmallBytes::from_slice(b"keep")))
+        );
     }
 }

@@ -40,6 +40,7 @@
 //! This crate does no I/O and knows nothing of Python, Spark or storage.
 
 mod backend;
+mod bytes;
 mod epoch;
 mod error;
 mod frozen;
@@ -49,6 +50,7 @@ mod operator;
 mod registry;
 
 pub use backend::{KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
+pub use bytes::SmallBytes;
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
 pub use error::{Result, StateError};
 pub use frozen::{EntryPayload, FrozenKeyedState, StateEntry};

@@ -162,7 +162,9 @@ impl Subtask {
     /// it first; a heap subtask has nothing to wait for.
     pub fn wait_for_compactions(&mut self) -> Result<()> {
         if let KeyedBackend::RocksDb(backend) = &mut self.keyed {
-            backend.wait_for_compactions().map_err(weir_state::StateError::from)?;
+            backend
+                .wait_for_compactions()
+                .map_err(weir_state::StateError::from)?;
         }
         Ok(())
     }

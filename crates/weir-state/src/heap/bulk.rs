@@ -14,7 +14,7 @@
 use weir_types::KeyGroup;
 
 use crate::backend::StateId;
-use crate::heap::bytes::SmallBytes;
+use crate::bytes::SmallBytes;
 use crate::heap::data::StateData;
 use crate::heap::table::Slot;
 

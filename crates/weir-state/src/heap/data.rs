@@ -7,7 +7,7 @@ use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use weir_types::{Epoch, StateKind};
 
-use crate::heap::bytes::SmallBytes;
+use crate::bytes::SmallBytes;
 use crate::heap::table::StateTable;
 
 /// One user-map entry: its value and the epoch of its last write (`None` when

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use weir_types::{KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor};
 
 use crate::backend::StateId;
+use crate::bytes::SmallBytes;
 use crate::error::{Result, StateError};
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
-use crate::heap::bytes::SmallBytes;
 use crate::heap::data::{StateData, UserMap};
 use crate::heap::table::GroupTable;
 

@@ -11,7 +11,6 @@
 //! decode values or enforce TTL.
 
 mod bulk;
-mod bytes;
 mod data;
 mod frozen;
 mod table;
@@ -24,13 +23,13 @@ use weir_types::{
 };
 
 use crate::backend::{KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
+use crate::bytes::SmallBytes;
 use crate::epoch::EpochLog;
 use crate::error::Result;
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
 use crate::registry::{Access, StateRegistry, check_key_group};
 use bulk::BulkLoad;
-use bytes::SmallBytes;
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
 use table::{Slot, SlotKey, StateTable};

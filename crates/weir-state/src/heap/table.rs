@@ -15,7 +15,7 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::{Entry, OccupiedEntry};
 use weir_types::Epoch;
 
-use crate::heap::bytes::SmallBytes;
+use crate::bytes::SmallBytes;
 
 /// Entries per bucket above which a key group doubles its bucket count; it
 /// bounds what the first write after a snapshot copies.

@@ -7,7 +7,7 @@
 
 use weir_types::Epoch;
 
-use crate::heap::bytes::SmallBytes;
+use crate::bytes::SmallBytes;
 use crate::heap::data::{MapValue, StateData, UserMap};
 use crate::heap::table::{OwnedSlotKey, StateTable};
 

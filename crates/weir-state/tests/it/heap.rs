@@ -468,7 +468,10 @@ fn a_bulk_load_restores_every_entry_and_a_later_entry_of_a_key_wins() {
         Vec::new(),
     );
     expected.insert(first, vec![(None, b"later".to_vec())]);
-    assert_eq!(dump(&*restored.snapshot_sync().expect("all final")), expected);
+    assert_eq!(
+        dump(&*restored.snapshot_sync().expect("all final")),
+        expected
+    );
     assert_eq!(value(&mut restored, refs[1]), Some(b"v".to_vec()));
 }
 
