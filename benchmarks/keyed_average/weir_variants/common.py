@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 #: docs/benchmarks.md: checkpointing on, every 1 s, to local storage.
 CHECKPOINT_INTERVAL_MS = 1000
 MAX_PARALLELISM = 128
-#: A Weir run takes 3-6 s on this shared machine, where one run can be 15% off
-#: the next: each variant reports the median of three (the ceilings of five).
-WEIR_REPEATS = 3
+#: Each variant runs as often as the ceilings and reports the median. A fresh
+#: worker's JVM keeps getting faster over its first runs (its compiler warms
+#: up: 3.2, 2.7, 2.5 s for three heap runs), so a median of three would be the
+#: second run while the ceilings' median of five is their third: fewer runs
+#: would measure Weir in a colder JVM than the ceilings it is compared with.
+WEIR_REPEATS = 5
 #: The warm-up's events: every key sees 100 of them, so windows fill and emit.
 WARMUP_EVENTS, WARMUP_KEYS = 100_000, 1_000
 
