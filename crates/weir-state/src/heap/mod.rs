@@ -125,30 +125,19 @@ impl HeapKeyedStateBackend {
     fn remove_entry(&mut self, state: StateId, group: usize, key: StateKey<'_>) -> Result<()> {
         let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
         let k = SlotKey::new(key.key, key.namespace);
-        let target = |key| UndoTarget {
-            state: state.0 as usize,
-            group,
-            key,
-        };
         match &mut self.data[state.0 as usize] {
             StateData::Bytes(table) => {
                 if let Some(slot) = table.remove(group, k)
                     && slot.tag != Some(epoch)
                 {
-                    log.push(Undo::Bytes {
-                        target: target(slot.owned_key()),
-                        old: Some((slot.payload, slot.tag)),
-                    });
+                    log.push(Undo::removed_bytes(state, group, slot));
                 }
             }
             StateData::Map(table) => {
                 // User entries carry their own tags, so the whole map is
                 // logged whatever the entry's tag says; it is a move.
                 if let Some(slot) = table.remove(group, k) {
-                    log.push(Undo::Map {
-                        target: target(slot.owned_key()),
-                        old: Some((slot.payload, slot.tag)),
-                    });
+                    log.push(Undo::removed_map(state, group, slot));
                 }
             }
         }
@@ -303,14 +292,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             (Ok(ValueUpdate::Remove), Some((epoch, log))) if !inserted => {
                 let slot = entry.remove();
                 if slot.tag != Some(epoch) {
-                    log.push(Undo::Bytes {
-                        target: UndoTarget {
-                            state: state.0 as usize,
-                            group,
-                            key: slot.owned_key(),
-                        },
-                        old: Some((slot.payload, slot.tag)),
-                    });
+                    log.push(Undo::removed_bytes(state, group, slot));
                 }
             }
             (decision, _) => {
@@ -456,14 +438,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         if slot.payload.is_empty()
             && let Some(slot) = table.remove(group, k)
         {
-            log.push(Undo::Map {
-                target: UndoTarget {
-                    state: state.0 as usize,
-                    group,
-                    key: slot.owned_key(),
-                },
-                old: Some((slot.payload, slot.tag)),
-            });
+            log.push(Undo::removed_map(state, group, slot));
         }
         Ok(())
     }

@@ -7,9 +7,10 @@
 
 use weir_types::Epoch;
 
+use crate::backend::StateId;
 use crate::bytes::SmallBytes;
 use crate::heap::data::{MapValue, StateData, UserMap};
-use crate::heap::table::{OwnedSlotKey, StateTable};
+use crate::heap::table::{OwnedSlotKey, Slot, StateTable};
 
 /// Where an undo record applies: a state, a key-group index and an entry.
 #[derive(Debug)]
@@ -20,6 +21,16 @@ pub(crate) struct UndoTarget {
     pub(crate) group: usize,
     /// The entry.
     pub(crate) key: OwnedSlotKey,
+}
+
+impl UndoTarget {
+    fn of<P>(state: StateId, group: usize, slot: &Slot<P>) -> Self {
+        Self {
+            state: state.0 as usize,
+            group,
+            key: slot.owned_key(),
+        }
+    }
 }
 
 /// One undo record.
@@ -51,6 +62,24 @@ pub(crate) enum Undo {
 }
 
 impl Undo {
+    /// The record that brings back `slot`, a value or list entry removed
+    /// from key group `group` of state `state`.
+    pub(crate) fn removed_bytes(state: StateId, group: usize, slot: Slot<SmallBytes>) -> Self {
+        Undo::Bytes {
+            target: UndoTarget::of(state, group, &slot),
+            old: Some((slot.payload, slot.tag)),
+        }
+    }
+
+    /// The record that brings back `slot`, a whole map entry removed from
+    /// key group `group` of state `state`.
+    pub(crate) fn removed_map(state: StateId, group: usize, slot: Slot<UserMap>) -> Self {
+        Undo::Map {
+            target: UndoTarget::of(state, group, &slot),
+            old: Some((slot.payload, slot.tag)),
+        }
+    }
+
     /// Puts back what the record saved.
     pub(crate) fn apply(self, data: &mut [StateData]) {
         match self {
