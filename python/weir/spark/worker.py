@@ -131,19 +131,33 @@ def process_batches(
                 yield out
 
 
-@contextmanager
-def _rare_gc_passes() -> Iterator[None]:
+class _RareGcPasses:
     """Python's cycle collector runs every 700 net allocations; a record loop allocates a
-    few objects per record, so it runs thousands of times per task and each pass
-    walks the young objects (12% of the per-record loop). Cycles a task makes
-    are still collected, just in passes over a hundred times rarer; the worker's own
-    setting returns when the task ends."""
-    previous = gc.get_threshold()
-    gc.set_threshold(max(previous[0], TASK_GC_THRESHOLD), *previous[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
+    few objects per record, so it runs thousands of times per task and each pass walks
+    the young objects (12% of the per-record loop). During tasks the threshold is
+    :data:`TASK_GC_THRESHOLD`: cycles a task makes are still collected, in passes over a
+    hundred times rarer. The worker's own setting returns when the last task running
+    in the process ends, whatever order several tasks' generators end in."""
+
+    def __init__(self) -> None:
+        self.tasks = 0
+        self.saved: tuple[int, ...] = ()
+
+    @contextmanager
+    def during_task(self) -> Iterator[None]:
+        if self.tasks == 0:
+            self.saved = gc.get_threshold()
+            gc.set_threshold(max(self.saved[0], TASK_GC_THRESHOLD), *self.saved[1:])
+        self.tasks += 1
+        try:
+            yield
+        finally:
+            self.tasks -= 1
+            if self.tasks == 0:
+                gc.set_threshold(*self.saved)
+
+
+_rare_gc_passes = _RareGcPasses().during_task
 
 
 def _ignore(_: int) -> None:
