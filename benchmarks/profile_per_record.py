@@ -1,11 +1,11 @@
 """Profile harness: the per-record path of a Spark epoch task, without Spark.
 
-Runs the worker's per-batch loop (``weir.spark.worker.process_batches``: marker
-filter, key-group check, Arrow -> Python rows, ``OperatorRunner.process``,
-output batch) over one subtask's share of an epoch of the keyed-average
-workload (docs/benchmarks.md), in Arrow batches shaped as ``mapInArrow``
-delivers them (``spark.sql.execution.arrow.maxRecordsPerBatch`` = 10,000 rows;
-the internal key-group, route and marker columns; one marker row), with the
+Runs the worker's per-batch loop (``weir.spark.worker.process_batches``:
+Arrow -> Python rows, ``OperatorRunner.process`` with the key-group check of
+new keys, output batch) over one subtask's share of an epoch of the
+keyed-average workload (docs/benchmarks.md), in Arrow batches shaped as
+``mapInArrow`` delivers them (``spark.sql.execution.arrow.maxRecordsPerBatch``
+= 10,000 rows of the step's columns ``key`` and ``value``), with the
 ``KeyedAverage`` function of ``examples/keyed_average.py``. Variants, timed in
 the same run on the same batches, taking turns (best of ``--repeats``):
 
@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,53 +65,36 @@ from weir.host import command  # noqa: E402
 from weir.key_groups import key_group_of, key_group_range, subtask_of  # noqa: E402
 from weir.runtime import OperatorRunner  # noqa: E402
 from weir.spark import worker  # noqa: E402
-from weir.spark.tasks import KEY_GROUP, MARKER, OperatorSpec  # noqa: E402
+from weir.spark.tasks import OperatorSpec  # noqa: E402
 from weir.spark.waterfall import TaskClock  # noqa: E402
 from weir.types import value_type  # noqa: E402
 
 OUTPUT_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("avg", pa.int64())])
-INPUT_SCHEMA = pa.schema(
-    [
-        pa.field("key", pa.int64()),
-        pa.field("value", pa.int64()),
-        pa.field(KEY_GROUP, pa.int32()),
-        pa.field(MARKER, pa.bool_(), nullable=False),
-    ]
-)
+INPUT_SCHEMA = pa.schema([pa.field("key", pa.int64()), pa.field("value", pa.int64())])
 
 
 def subtask_rows(
     first: int, events: int, keys: int, subtask: int, parallelism: int, max_p: int
-) -> list[tuple[int, int, int]]:
-    """``(key, value, key group)`` of the events ``first .. first+events-1`` routed to ``subtask``."""
+) -> list[tuple[int, int]]:
+    """``(key, value)`` of the events ``first .. first+events-1`` routed to ``subtask``."""
     groups = [key_group_of(k, types="long", max_parallelism=max_p) for k in range(keys)]
     mine = [subtask_of(g, max_parallelism=max_p, parallelism=parallelism) == subtask for g in groups]
     rows = []
     for i in range(first, first + events):
         key = (i * KEY_MULTIPLIER) % keys
         if mine[key]:
-            rows.append((key, i % 1000, groups[key]))
+            rows.append((key, i % 1000))
     return rows
 
 
-def arrow_batches(
-    rows: list[tuple[int, int, int]], batch_rows: int, internal: bool = True
-) -> list[pa.RecordBatch]:
-    """``mapInArrow`` batches of ``rows``: of a Weir epoch (``internal``: with the
-    internal columns, the subtask's marker row first), or of the ceiling's
-    stateless pipeline (``key`` and ``value`` only)."""
-    schema = INPUT_SCHEMA if internal else pa.schema(list(INPUT_SCHEMA)[:2])
-    full: list[tuple[Any, ...]] = (
-        [(None, None, None, True)] + [(k, v, g, False) for k, v, g in rows]
-        if internal
-        else [(k, v) for k, v, _ in rows]
-    )
+def arrow_batches(rows: list[tuple[int, int]], batch_rows: int) -> list[pa.RecordBatch]:
+    """``mapInArrow`` batches of ``rows``, as a Weir epoch task and the ceiling's stateless
+    pipeline both get them."""
     batches = []
-    for start in range(0, len(full), batch_rows):
-        chunk = full[start : start + batch_rows]
-        columns = list(zip(*chunk, strict=True))
-        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
-        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+    for start in range(0, len(rows), batch_rows):
+        columns = list(zip(*rows[start : start + batch_rows], strict=True))
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, INPUT_SCHEMA, strict=True)]
+        batches.append(pa.RecordBatch.from_arrays(arrays, schema=INPUT_SCHEMA))
     return batches
 
 
@@ -226,6 +210,7 @@ class Subtask0:
             "key_columns": ("key",),
             "key_types": (value_type(pa.int64()),),
             "value_columns": ("key", "value"),
+            "key_groups_shipped": False,
             "output_schema": OUTPUT_SCHEMA,
             "parallelism": self.parallelism,
             "max_parallelism": self.max_parallelism,
@@ -266,13 +251,10 @@ class Subtask0:
         """One epoch task of ``op`` as a Spark worker runs it; returns its output batches."""
         owned = key_group_range(self.max_parallelism, self.parallelism, 0)
         session.begin(epoch, 0, None)
-        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
+        check = partial(worker.check_partition, key_range=(owned.start, owned.end), partition=0)
+        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True, check_keys=check)
         runner.open()
-        out = list(
-            worker.process_batches(
-                runner, op, batches, (owned.start, owned.end), 0, lambda n: None, TaskClock()
-            )
-        )
+        out = list(worker.process_batches(runner, op, batches, lambda n: None, TaskClock()))
         runner.snapshot_state(0)
         runner.close()
         session.commit(epoch, 0)
@@ -300,8 +282,6 @@ def main() -> None:
     batches = arrow_batches(rows, args.batch)
     warm_rows = subtask_rows(0, args.events, args.keys, 0, p, max_p) if args.warm else []
     warm_batches = arrow_batches(warm_rows, args.batch) if warm_rows else []
-    ceiling_batches = arrow_batches(rows, args.batch, internal=False)
-    ceiling_warm = arrow_batches(warm_rows, args.batch, internal=False) if warm_rows else []
     uids = itertools.count()
 
     subtask = Subtask0(p, max_p, args.backend)
@@ -342,9 +322,9 @@ def main() -> None:
             start = [0.0]
 
             def inputs() -> Iterator[pa.RecordBatch]:
-                yield from ceiling_warm
+                yield from warm_batches
                 start[0] = time.perf_counter()
-                yield from ceiling_batches
+                yield from batches
 
             result = checksum(out for out in function(inputs()) if start[0])
             return time.perf_counter() - start[0], result

@@ -2,8 +2,8 @@
 
 Runs the worker's per-batch loop (``weir.spark.worker.process_batches``) over
 subtask 0's share of one warm keyed-average epoch, in the batches
-``profile_per_record.py`` builds (``mapInArrow``'s 10,000-row batches with the
-internal columns and a marker row), with the two vectorized functions of the
+``profile_per_record.py`` builds (``mapInArrow``'s 10,000-row batches of the
+step's columns), with the two vectorized functions of the
 benchmark: ``batches`` (NumPy fold between ``get_batch`` and ``put_batch``) and
 ``native`` (the native sum in count windows). State lives in a state host
 process (``--session host``, as on Spark) or in this process (``local``).

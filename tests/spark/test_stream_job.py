@@ -85,6 +85,29 @@ def test_a_vectorized_job_with_native_count_windows_is_exactly_once(
     assert_exactly_once(spark, out)
 
 
+def test_subtasks_without_rows_run_a_task_every_epoch_and_take_every_checkpoint(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # One key: its subtask gets every row, the other two none. Spark still runs a task
+    # for their empty partitions, so they commit each epoch and take each barrier.
+    job = StreamJob(spark, name="one-key", checkpoint_dir=str(tmp_path / "ckpt"), parallelism=3)
+    job.enable_checkpointing(100)
+    sink = sinks.collect()
+    (
+        job.from_source(sources.generator(3_000, keys=1, rows_per_epoch=500), uid="events")
+        .key_by("key")
+        .process(KeyedAverage(), output_schema="key long, avg long", uid="avg")
+        .sink_to(sink, uid="out")
+    )
+    result = job.execute()
+    assert result.restarts == 0 and result.checkpoints
+    assert [w.tasks["attach"][2] for w in result.waterfalls] == [3] * result.epochs
+    history = [c for c in result.stats["history"] if c["status"] == "completed"]
+    assert history and all(len(c["subtasks"]) == 3 for c in history)
+    want = [(0, sum(i % 1000 for i in range(w, w + 10)) // 10) for w in range(0, 3_000, 10)]
+    assert sorted((r["key"], r["avg"]) for r in sink.rows) == sorted(want)
+
+
 def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: Path) -> None:
     marker = tmp_path / "failed-once"
     job, out = keyed_average_job(spark, tmp_path, FailingOnce(KeyedAverage(), str(marker), after=5_000))
@@ -380,6 +403,20 @@ def test_a_file_source_keeps_the_schema_of_its_first_files(spark: SparkSession, 
     assert second.frame.columns == first.frame.columns == ["key"]
     assert sorted(r["key"] for r in second.frame.collect()) == [0, 1, 2]
     assert second.exhausted
+
+
+def test_a_parquet_source_reads_its_files_with_the_schema_it_is_given(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    files = tmp_path / "files"
+    spark.range(3).selectExpr("id AS key", "id * 2 AS extra").coalesce(1).write.parquet(str(tmp_path / "w"))
+    (written,) = (tmp_path / "w").glob("*.parquet")
+    files.mkdir()
+    written.rename(files / "000.parquet")
+    planned = sources.parquet_files(str(files), schema="extra long").plan(spark, None, 2)
+    assert planned.frame is not None
+    assert planned.frame.columns == ["extra"]
+    assert sorted(r["extra"] for r in planned.frame.collect()) == [0, 2, 4]
 
 
 def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:

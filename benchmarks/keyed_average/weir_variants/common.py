@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from benchmarks.keyed_average.measure import Outcome
 from benchmarks.keyed_average.spark_env import PARALLELISM, read_back
-from benchmarks.keyed_average.workload import event_table
+from benchmarks.keyed_average.workload import EVENT_DDL, event_table
 
 if TYPE_CHECKING:
     from benchmarks.keyed_average.registry import RunContext
@@ -43,7 +43,8 @@ def run_weir_job(
     checkpoints every second (``None``: checkpointing off, output published at the end);
     time ``execute`` and read the published output back.
 
-    The source reads the same files as the Spark peers, ``files_per_trigger`` per epoch.
+    The source reads the same files as the Spark peers, ``files_per_trigger`` per epoch, with
+    the schema they are given too.
     """
     from weir.spark import StreamJob, sinks, sources
 
@@ -59,7 +60,9 @@ def run_weir_job(
         )
         if checkpoint_interval_ms is not None:
             job.enable_checkpointing(checkpoint_interval_ms)
-        source = sources.parquet_files(str(events), max_files_per_epoch=ctx.params.files_per_trigger)
+        source = sources.parquet_files(
+            str(events), schema=EVENT_DDL, max_files_per_epoch=ctx.params.files_per_trigger
+        )
         stream = job.from_source(source, uid="events")
         attach(stream.key_by("key")).sink_to(sinks.parquet_files(str(output)), uid="out")
         return job

@@ -45,6 +45,12 @@ impl PyKeyBatch {
     fn key_groups(&self) -> Vec<u16> {
         self.batch.key_groups().values().to_vec()
     }
+
+    /// The smallest and largest key group of the batch (None when empty).
+    fn key_group_bounds(&self) -> Option<(u16, u16)> {
+        let groups = self.batch.key_groups().values();
+        Some((*groups.iter().min()?, *groups.iter().max()?))
+    }
 }
 
 /// Where the subtask's state lives.

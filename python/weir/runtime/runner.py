@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from weir._internal import Session, ValueType
+from weir._internal import KeyBatch, Session, ValueType
 from weir._internal import StateDescriptor as NativeDescriptor
 from weir.exceptions import InvalidArgumentError, StateError
 from weir.functions import (
@@ -77,6 +77,10 @@ class OperatorRunner:
             task (so the session drops its writes) when a ``process`` call
             raises, as a Spark task does; a runner whose ``process`` raised
             writes nothing more.
+        check_keys: Called with the keys of each batch as the runner encodes
+            them (with deferred writes, only keys the task has not seen
+            before), before any state is read; it raises to refuse them. A
+            Spark task checks there that its rows belong to its subtask.
 
     See the module docstring for the protocol.
     """
@@ -88,6 +92,7 @@ class OperatorRunner:
         *,
         restored: bool = False,
         defer_writes: bool = False,
+        check_keys: Callable[[KeyBatch], object] | None = None,
     ) -> None:
         if not isinstance(function, KeyedProcessFunction | VectorizedKeyedFunction | ProcessFunction):
             raise InvalidArgumentError(
@@ -110,6 +115,7 @@ class OperatorRunner:
         self._opened = False
         self._closed = False
         self._task_keys: TaskKeys | None = TaskKeys(session) if defer_writes else None
+        self._check_keys = check_keys
         self._failed = False
 
     # -- state registration -------------------------------------------------------------------
@@ -248,13 +254,18 @@ class OperatorRunner:
         task_keys = self._task_keys
         scope_: _BatchScope | _DeferredScope
         if task_keys is not None:
-            scope_ = _DeferredScope(self, task_keys, task_keys.add(keys, key_groups))
-        elif key_groups is None:
-            distinct = list(dict.fromkeys(keys))
-            scope_ = self._batch(Batch(self.session, distinct, None))
+            new = task_keys.add(keys, key_groups)
+            if new is not None:
+                self._checked(new.key_batch)
+            scope_ = _DeferredScope(self, task_keys, new)
         else:
-            group_of = dict(zip(keys, key_groups, strict=True))
-            scope_ = self._batch(Batch(self.session, list(group_of), list(group_of.values())))
+            if key_groups is None:
+                batch = Batch(self.session, list(dict.fromkeys(keys)), None)
+            else:
+                group_of = dict(zip(keys, key_groups, strict=True))
+                batch = Batch(self.session, list(group_of), list(group_of.values()))
+            self._checked(batch.key_batch)
+            scope_ = self._batch(batch)
         with scope_:
             out: list[Any] = []
             extend = out.extend
@@ -308,7 +319,18 @@ class OperatorRunner:
             raise InvalidArgumentError(
                 f"process_arrow got {len(batch_keys)} keys for {batch.num_rows} rows: pass one key per row"
             )
+        self._checked(batch_keys.key_batch)
         return function.process_batch(batch, VectorizedContext(batch_keys))
+
+    def _checked(self, keys: KeyBatch) -> None:
+        if self._check_keys is None:
+            return
+        try:
+            self._check_keys(keys)
+        except BaseException:
+            # The keys are already among the task's known keys: nothing more may be written.
+            self._failed = True
+            raise
 
     def _batch(self, batch: Batch) -> _BatchScope:
         return _BatchScope(self, batch)

@@ -327,7 +327,8 @@ class EpochOrder:
     epoch: int
     generation: int
     data: bool
-    """True when the planned input goes in; False for an epoch of markers only."""
+    """True when the planned input goes in; False for an epoch without input (it still runs
+    a task per subtask)."""
     barrier: BarrierInjected | None
     """A checkpoint's barrier every subtask takes before its records."""
     notify_complete: int | None

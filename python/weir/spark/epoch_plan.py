@@ -2,9 +2,10 @@
 
 In front of every stateful step, rows are routed so that Spark partition
 ``s`` holds exactly subtask ``s`` of that step (by key group for a keyed
-step, by a hash of the row for a non-keyed one), and one marker row per
-subtask makes every subtask run a task in every epoch, so barriers and
-notifications reach all of them even when they get no records.
+step, by a hash of the row for a non-keyed one). Every subtask runs a task in
+every epoch, so barriers and notifications reach all of them: Spark runs a
+``mapInArrow`` function for every partition of the shuffle, empty ones
+included (the driver checks each epoch that it did).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from weir.exceptions import InvalidArgumentError
-from weir.spark.routing import key_group_column, routing_column, subtask_column
-from weir.spark.tasks import KEY_GROUP, MARKER, ROUTE, OperatorTask
+from weir.spark.routing import hashed_in_task, key_group_column, routing_column, subtask_column
+from weir.spark.tasks import KEY_GROUP, OperatorTask
 from weir.spark.waterfall import Totals
 from weir.spark.worker import run_epoch_task
 from weir.types import ValueType, value_type
@@ -38,6 +39,8 @@ class StepInput:
     columns: tuple[str, ...]
     key_types: tuple[ValueType, ...] | None
     """The state types of the key columns (``None`` for a non-keyed step)."""
+    key_groups_shipped: bool = False
+    """Whether the JVM's key groups travel with the rows (see :func:`hashed_in_task`)."""
 
 
 def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
@@ -51,7 +54,7 @@ def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
             f"it has {frame.columns}"
         )
     keys = to_arrow_schema(frame.select(*step.key_columns).schema)
-    return StepInput(tuple(frame.columns), tuple(value_type(f.type) for f in keys))
+    return StepInput(tuple(frame.columns), tuple(value_type(f.type) for f in keys), not hashed_in_task(keys))
 
 
 class EpochPlanner:
@@ -59,8 +62,8 @@ class EpochPlanner:
 
     Every DataFrame and column call is a round trip to the JVM, and a plan
     takes a few hundred of them; the parts that are the same in every epoch
-    (the marker rows, the key-group and routing columns) are built once per
-    step and reused.
+    (the key-group and routing expressions, the empty input of an epoch
+    without data) are built once per step and reused.
     """
 
     def __init__(
@@ -69,10 +72,10 @@ class EpochPlanner:
         graph: JobGraph,
         records: Accumulator[int],
         phases: Accumulator[Totals],
-        learned: Callable[[StatefulStep, DataFrame], None],
+        learned: Callable[[StatefulStep, DataFrame], StepInput],
     ) -> None:
-        """``learned`` sees each stateful step's input frame before it is routed (the driver
-        learns key types from it) and before the step's task is made."""
+        """``learned`` sees each stateful step's input frame before it is routed and before
+        the step's task is made, and says what the driver learned of it (key types)."""
         self.spark = spark
         self.graph = graph
         self.records = records
@@ -85,16 +88,17 @@ class EpochPlanner:
     ) -> DataFrame | None:
         """The epoch's output rows (``None`` when there is neither input nor a stateful step).
 
-        ``frame`` is the source's input for the epoch, ``None`` for an epoch of markers only.
+        ``frame`` is the source's input for the epoch, ``None`` for an epoch without input.
         """
         first = True
         for step in self.graph.steps:
+            learned = None
             if frame is not None:
                 for transform in step.transforms_before:
                     frame = transform(frame)
-                self.learned(step, frame)
+                learned = self.learned(step, frame)
             task = task_of(step)
-            routed = self._route(step).rows(frame)
+            routed = self._route(step).rows(frame, learned)
             counter = self.records if first else None
             frame = routed.mapInArrow(
                 partial(run_epoch_task, task, records=counter, phases=self.phases), step.output_schema
@@ -113,48 +117,35 @@ class EpochPlanner:
 
 
 class _StepRoute:
-    """Puts a step's rows plus one marker per subtask into partitions, partition ``s``
-    holding subtask ``s``."""
+    """Puts a step's rows into partitions, partition ``s`` holding subtask ``s``."""
 
     def __init__(self, spark: SparkSession, step: StatefulStep) -> None:
         self.step = step
         parallelism = step.parallelism
-        self.markers = spark.range(parallelism, numPartitions=1).select(
-            F.lit(None).cast("int").alias(KEY_GROUP),
-            routing_column(F.col("id").cast("int"), parallelism).alias(ROUTE),
-            F.lit(True).alias(MARKER),
-        )
-        self.keyed: dict[str, Column] | None = None
-        """A keyed step's internal columns. The route repeats the key group's expression
-        (Spark evaluates a common subexpression once): one projection, one analysis."""
+        # An epoch without input still runs a task per subtask, on empty partitions.
+        self.nothing = spark.range(0, numPartitions=1).repartition(parallelism, "id")
+        self.key_group: Column | None = None
+        self.route: Column | None = None
         if step.key_columns is not None:
-            key_group = key_group_column(list(step.key_columns), step.max_parallelism).cast("int")
-            subtask = subtask_column(key_group, parallelism, step.max_parallelism)
-            self.keyed = {
-                KEY_GROUP: key_group,
-                ROUTE: routing_column(subtask, parallelism),
-                MARKER: F.lit(False),
-            }
+            # Spark evaluates the key group's hash once per row, a common subexpression.
+            self.key_group = key_group_column(list(step.key_columns), step.max_parallelism).cast("int")
+            subtask = subtask_column(self.key_group, parallelism, step.max_parallelism)
+            self.route = routing_column(subtask, parallelism)
 
-    def rows(self, frame: DataFrame | None) -> DataFrame:
-        """``frame``'s rows (none for ``None``) and the markers, routed."""
-        parallelism = self.step.parallelism
+    def rows(self, frame: DataFrame | None, learned: StepInput | None) -> DataFrame:
+        """``frame``'s rows (none for ``None``), routed; with their key groups in
+        :data:`KEY_GROUP` where the task cannot compute them."""
         if frame is None:
-            rows = self.markers
-        else:
-            if self.keyed is not None:
-                data = frame.withColumns(self.keyed)
-            else:
-                # Spread by the whole row: the same rows reach the same subtask on a retry.
-                subtask = F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(parallelism))
-                data = frame.withColumns(
-                    {
-                        KEY_GROUP: F.lit(None).cast("int"),
-                        ROUTE: routing_column(subtask, parallelism),
-                        MARKER: F.lit(False),
-                    }
-                )
-            rows = data.unionByName(self.markers, allowMissingColumns=True)
-        # The route has done its work once rows are in their partitions: not
-        # handing it to Python saves the JVM converting a column to Arrow.
-        return rows.repartition(parallelism, F.col(ROUTE)).drop(ROUTE)
+            return self.nothing
+        parallelism = self.step.parallelism
+        route = self.route
+        if route is None:
+            # Spread by the whole row: the same rows reach the same subtask on a retry.
+            subtask = F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(parallelism))
+            route = routing_column(subtask, parallelism)
+        elif learned is not None and learned.key_groups_shipped:
+            assert self.key_group is not None
+            frame = frame.withColumn(KEY_GROUP, self.key_group)
+        # The route is the shuffle's partitioning expression, not a column: the
+        # rows cross the shuffle and reach Python with the step's columns only.
+        return frame.repartition(parallelism, route)

@@ -397,15 +397,29 @@ class Runner:
                     assert output is not None
                     self.graph.sink.write_epoch(output, order.epoch)
                 elif output is not None:
-                    # Markers only: nothing reaches the sink, but every task must run.
+                    # No input: nothing reaches the sink, but every task must run.
                     output.write.format("noop").mode("overwrite").save()
         except AnalysisException:
             raise
         except Exception as error:  # noqa: BLE001 - any task failure restores the job
             return d.EpochFailed(order.epoch, error)
         self.waterfall.tasks = dict(self.phases.value)
+        self.check_every_subtask_ran(self.waterfall.tasks)
         self.progress.epoch_ran(time.monotonic() - started)
         return d.EpochSucceeded(order.epoch)
+
+    def check_every_subtask_ran(self, phases: dict[str, list[float]]) -> None:
+        """Barriers, final epochs and notifications reach a subtask through its task in every
+        epoch, empty partitions included: Spark runs ``mapInArrow`` on those too, and a Spark
+        that did not would leave subtasks behind (a retried task may count twice, never less)."""
+        expected = sum(step.parallelism for step in self.graph.steps)
+        ran = int(phases.get("attach", [0.0, 0.0, 0])[2])
+        if ran < expected:
+            raise WeirError(
+                f"an epoch's Spark job ran {ran} Weir tasks for {expected} subtasks: this Spark "
+                "skipped mapInArrow on empty partitions, and Weir needs a task per subtask in "
+                "every epoch (PySpark 4.3 runs them); run the job on a PySpark that does"
+            )
 
     def deliver_barrier(self, action: d.DeliverBarrier) -> d.BarrierDelivered:
         """Hands a barrier to every subtask's owner host from the driver: no Spark job, and the
@@ -431,9 +445,11 @@ class Runner:
             return d.BarrierDelivered(action.barrier.id, error)
         return d.BarrierDelivered(action.barrier.id)
 
-    def learn(self, step: StatefulStep, frame: DataFrame) -> None:
-        if step.uid not in self.inputs:
-            self.inputs[step.uid] = learn_input(step, frame)
+    def learn(self, step: StatefulStep, frame: DataFrame) -> StepInput:
+        learned = self.inputs.get(step.uid)
+        if learned is None:
+            learned = self.inputs[step.uid] = learn_input(step, frame)
+        return learned
 
     def task(self, order: d.EpochOrder, step: StatefulStep) -> OperatorTask:
         assert self.coordinator is not None
@@ -481,6 +497,7 @@ class Runner:
             key_columns=step.key_columns,
             key_types=learned.key_types if learned is not None else None,
             value_columns=learned.columns if learned is not None else (),
+            key_groups_shipped=learned is not None and learned.key_groups_shipped,
             output_schema=to_arrow_schema(step.output_schema),
             parallelism=step.parallelism,
             max_parallelism=step.max_parallelism,

@@ -96,9 +96,16 @@ class FileSource:
         return EpochInput(frame, {"last_file": batch[-1]}, exhausted)
 
 
-def parquet_files(path: str, *, max_files_per_epoch: int = 1, bounded: bool = True) -> FileSource:
-    """A directory of Parquet files, ``max_files_per_epoch`` files per epoch."""
-    return FileSource(path, "parquet", None, max_files_per_epoch, bounded)
+def parquet_files(
+    path: str,
+    *,
+    schema: StructType | str | None = None,
+    max_files_per_epoch: int = 1,
+    bounded: bool = True,
+) -> FileSource:
+    """A directory of Parquet files, ``max_files_per_epoch`` files per epoch; without a
+    ``schema``, the first epoch's file footers give it (see :class:`FileSource`)."""
+    return FileSource(path, "parquet", schema, max_files_per_epoch, bounded)
 
 
 def csv_files(

@@ -20,13 +20,8 @@ if TYPE_CHECKING:
     from weir.types import ValueType
 
 KEY_GROUP = "__weir_key_group"
-"""Internal column: the key group of the row's key, computed in the JVM."""
-ROUTE = "__weir_route"
-"""Internal column: the routing value of the row's subtask (dropped after the shuffle)."""
-MARKER = "__weir_marker"
-"""Internal column: true on the one marker row each subtask gets per epoch."""
-TASK_COLUMNS = (KEY_GROUP, MARKER)
-"""The internal columns a task's batches carry besides the step's input."""
+"""Internal column: the key group of the row's key, computed in the JVM; only for key
+types whose hash the task cannot reproduce (see :func:`weir.spark.routing.hashed_in_task`)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +79,9 @@ class OperatorSpec:
     """The key columns' state types; ``None`` before the first data epoch (or non-keyed)."""
     value_columns: tuple[str, ...]
     """The input columns handed to the function, in order."""
+    key_groups_shipped: bool
+    """Whether the rows carry their key groups in :data:`KEY_GROUP` (else the task's state
+    session computes them from the keys, with Spark's hash)."""
     output_schema: pa.Schema
     parallelism: int
     max_parallelism: int

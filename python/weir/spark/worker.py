@@ -5,8 +5,8 @@ stateful operator attaches to the subtask's state host, takes the barrier's snap
 records, begins attempt ``a`` of ``e`` (which folds the final epochs into the
 base and discards an earlier attempt's writes, so retries are harmless), runs
 the user's function over its Arrow batches with batched state access, and
-commits. Marker rows (one per subtask per epoch) make every subtask run a task
-in every epoch, so barriers and notifications reach all of them.
+commits. Every subtask runs a task in every epoch, even without rows, so
+barriers and notifications reach all of them.
 """
 
 from __future__ import annotations
@@ -14,18 +14,21 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import Accumulator, TaskContext
 
 from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
 from weir.runtime import OperatorRunner
 from weir.spark import _host
-from weir.spark.tasks import KEY_GROUP, MARKER, TASK_COLUMNS, OperatorSpec, OperatorTask
+from weir.spark.tasks import KEY_GROUP, OperatorSpec, OperatorTask
 from weir.spark.waterfall import TaskClock, Totals
+
+if TYPE_CHECKING:
+    from weir._internal import KeyBatch
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
@@ -57,15 +60,21 @@ def run_epoch_task(
             _host.take_barrier(session, task)
     with clock.phase("begin"):
         session.begin(task.epoch, attempt, task.final_epoch)
+        key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
         # The task fails as a whole on any error (its writes are dropped on retry), so the
         # runner may keep state cached across batches and write it back once, at the end.
-        runner = OperatorRunner(op.function, session, restored=True, defer_writes=True)
+        runner = OperatorRunner(
+            op.function,
+            session,
+            restored=True,
+            defer_writes=True,
+            check_keys=partial(check_partition, key_range=key_range, partition=partition),
+        )
         runner.open()
         if task.notify_complete is not None:
             runner.notify_checkpoint_complete(task.notify_complete)
-    key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
     count = records.add if records is not None else _ignore
-    yield from process_batches(runner, op, clock.timed("input", batches), key_range, partition, count, clock)
+    yield from process_batches(runner, op, clock.timed("input", batches), count, clock)
     with clock.phase("write_back"):
         # Functions live for one task, and every task ends at a potential cut, so
         # a CheckpointedFunction hands its in-memory data to operator state at the
@@ -82,38 +91,35 @@ def process_batches(
     runner: OperatorRunner,
     op: OperatorSpec,
     batches: Iterable[pa.RecordBatch],
-    key_range: tuple[int, int],
-    partition: int,
     count: Callable[[int], object],
     clock: TaskClock,
 ) -> Iterator[pa.RecordBatch]:
-    """The per-batch loop of a task: drops marker rows, checks the rows' key
-    groups, runs the function on each batch and yields its output batches;
-    ``count`` gets the number of records of each batch. Separate from
+    """The per-batch loop of a task: runs the function on each batch and yields its
+    output batches; ``count`` gets the number of records of each batch. Separate from
     :func:`run_epoch_task` so it runs (and is profiled) without Spark."""
     with _rare_gc_passes():
         vectorized = isinstance(op.function, VectorizedKeyedFunction)
         keyed = op.key_columns is not None
         for batch in batches:
-            data = batch.filter(pc.invert(batch.column(MARKER)))
-            if data.num_rows == 0:
+            if batch.num_rows == 0:
                 continue
-            count(data.num_rows)
-            values = data.drop_columns(list(TASK_COLUMNS))
+            count(batch.num_rows)
             if not keyed:
                 with clock.phase("function"):
-                    unkeyed = [values.column(c).to_pylist() for c in op.value_columns]
+                    unkeyed = [batch.column(c).to_pylist() for c in op.value_columns]
                     outputs = runner.process(list(zip(*unkeyed, strict=True)))
                 if outputs:
                     with clock.phase("output"):
                         out = _to_batch(outputs, op.output_schema)
                     yield out
                 continue
-            key_groups = data.column(KEY_GROUP)
-            _check_partition(key_groups, key_range, partition)
+            # Without the JVM's key groups, the state session computes them from the keys.
+            values, key_groups = batch, None
+            if op.key_groups_shipped:
+                values, key_groups = batch.drop_columns([KEY_GROUP]), batch.column(KEY_GROUP)
             if vectorized:
                 with clock.phase("function"):
-                    # Keys and key groups stay Arrow: Rust encodes them from the columns.
+                    # Keys stay Arrow: Rust encodes them from the columns.
                     key_columns = values.select(list(op.key_columns or ()))
                     arrow_out = runner.process_arrow(values, key_columns, key_groups)
                 if arrow_out is not None and arrow_out.num_rows:
@@ -122,9 +128,8 @@ def process_batches(
             with clock.phase("function"):
                 columns = {c: values.column(c).to_pylist() for c in op.value_columns}
                 elements = list(zip(*columns.values(), strict=True))
-                outputs = runner.process(
-                    elements, _keys(values, op.key_columns, columns), key_groups.to_pylist()
-                )
+                groups = None if key_groups is None else key_groups.to_pylist()
+                outputs = runner.process(elements, _keys(values, op.key_columns, columns), groups)
             if outputs:
                 with clock.phase("output"):
                     out = _to_batch(outputs, op.output_schema)
@@ -164,9 +169,12 @@ def _ignore(_: int) -> None:
     """Counts nothing (only the first operator counts the epoch's records)."""
 
 
-def _check_partition(key_groups: pa.Array, key_range: tuple[int, int], partition: int) -> None:
+def check_partition(keys: KeyBatch, key_range: tuple[int, int], partition: int) -> None:
     """Every row of partition ``s`` must belong to subtask ``s``: fail loudly otherwise."""
-    low, high = pc.min(key_groups).as_py(), pc.max(key_groups).as_py()
+    bounds = keys.key_group_bounds()
+    if bounds is None:
+        return
+    low, high = bounds
     start, end = key_range
     if low < start or high >= end:
         raise StateError(
