@@ -31,6 +31,7 @@ from keyed_jobs import (  # noqa: E402
     assert_exactly_once,
     assert_hosts_stopped,
     assert_nothing_left_behind,
+    expected_pairs,
     keyed_average_job,
     state_host_pids,
 )
@@ -106,6 +107,26 @@ def test_subtasks_without_rows_run_a_task_every_epoch_and_take_every_checkpoint(
     assert history and all(len(c["subtasks"]) == 3 for c in history)
     want = [(0, sum(i % 1000 for i in range(w, w + 10)) // 10) for w in range(0, 3_000, 10)]
     assert sorted((r["key"], r["avg"]) for r in sink.rows) == sorted(want)
+
+
+def test_keys_of_a_type_weir_does_not_hash_use_the_jvms_key_groups(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Float keys: the JVM's key groups travel with the rows, and the state stores them.
+    job = StreamJob(spark, name="float-keys", checkpoint_dir=str(tmp_path / "ckpt"), parallelism=2)
+    job.enable_checkpointing(100)
+    sink = sinks.collect()
+    (
+        job.from_source(sources.generator(20_000, keys=1_000, rows_per_epoch=5_000), uid="events")
+        .transform(lambda df: df.selectExpr("CAST(key AS FLOAT) AS key", "value"))
+        .key_by("key")
+        .process(KeyedAverage(), output_schema="key float, avg long", uid="avg")
+        .sink_to(sink, uid="out")
+    )
+    result = job.execute()
+    assert result.restarts == 0 and result.checkpoints
+    want = {(float(key), avg): times for (key, avg), times in expected_pairs(20_000, 1_000).items()}
+    assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
 
 
 def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: Path) -> None:
