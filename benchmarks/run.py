@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                 extra = record.get("extra") or {}
                 if "waterfall_text" in extra:
                     print(f"  median {extra['waterfall_text']}", flush=True)
+                if extra.get("cpu_s"):
+                    roles = ", ".join(f"{role} {s:.2f}" for role, s in sorted(extra["cpu_s"].items()))
+                    print(f"  cpu core-s of the median run: {roles}", flush=True)
                 remote = extra.get("remote_state_bytes_per_epoch")
                 if remote is not None and "local-cluster" in variant.name:
                     print(f"  {remote:,.0f} bytes of state per epoch sent across executors", flush=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import numpy as np
 
 _PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -50,6 +53,96 @@ def _children_by_parent() -> dict[int, list[int]]:
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         tree.setdefault(ppid, []).append(int(entry))
     return tree
+
+
+def _descendants(root: int) -> list[int]:
+    tree = _children_by_parent()
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(tree.get(pid, ()))
+    return found
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """User plus system clock ticks ``pid`` has used so far."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _role(pid: int, root: int) -> str:
+    """Which part of a run a process is: the driver's Python, the JVM (Spark's driver and
+    executors), Spark's Python workers, Weir's state hosts, or other."""
+    if pid == root:
+        return "driver"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "other"
+    if os.path.basename(command[0]) == b"java":
+        return "jvm"
+    if any(part.endswith(b"weir-host") for part in command[:2]):
+        return "state host"
+    if b"pyspark.daemon" in command or b"pyspark.worker" in command:
+        return "python workers"
+    return "other"
+
+
+class CpuUse:
+    """Core-seconds of CPU each role of this process tree used (see :func:`cpu_use`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+
+@contextmanager
+def cpu_use(interval_s: float = 0.1) -> Iterator[CpuUse]:
+    """CPU used by this process and its descendants during the ``with`` block, by role.
+
+    A sampler thread notes each process's clock ticks every ``interval_s``, so a process
+    that ends inside the block (a state host stopped with its job) counts up to its last
+    sample; processes present at the start count from there, later ones from zero.
+    """
+    root = os.getpid()
+    start = {pid: ticks for pid in _descendants(root) if (ticks := _cpu_ticks(pid)) is not None}
+    last: dict[int, int] = dict(start)
+    roles = {pid: _role(pid, root) for pid in start}
+    done = threading.Event()
+
+    def sample() -> None:
+        for pid in _descendants(root):
+            ticks = _cpu_ticks(pid)
+            if ticks is not None:
+                last[pid] = ticks
+                if pid not in roles:
+                    roles[pid] = _role(pid, root)
+
+    def loop() -> None:
+        while not done.wait(interval_s):
+            sample()
+
+    use = CpuUse()
+    thread = threading.Thread(target=loop, name="cpu-use", daemon=True)
+    thread.start()
+    try:
+        yield use
+    finally:
+        done.set()
+        thread.join()
+        sample()
+        for pid, ticks in last.items():
+            used = (ticks - start.get(pid, 0)) / _CLOCK_TICKS
+            if used > 0:
+                use.seconds[roles[pid]] = use.seconds.get(roles[pid], 0.0) + used
 
 
 def tree_rss_kib(root: int) -> int:

@@ -99,11 +99,38 @@ def table(records: Sequence[Record]) -> str:
             f"{end_to_end[(len(end_to_end) - 1) // 2]:,.0f} ms, p99 {p99:,.0f} ms of "
             f"{len(end_to_end)} checkpoints (target: p99 <= 2,000 ms)"
         )
+    lines.extend(cpu_lines(records))
     lines.append(
         "ckpts: Spark micro-batch commits; ckpt ms: state commit time per batch (synchronous in "
         "Spark's tasks), Weir's synchronous part per checkpoint"
     )
     return "\n".join(lines)
+
+
+def _cpu(record: Record) -> dict[str, float]:
+    return dict((record.get("extra") or {}).get("cpu_s") or {})
+
+
+def cpu_lines(records: Sequence[Record]) -> list[str]:
+    """Per Weir variant, the CPU its median run used by role, and what it used beyond its
+    ceiling: where a run's time goes on a machine whose cores are busy."""
+    lines = []
+    for record in records:
+        ceiling = ceiling_for(record, records)
+        mine, theirs = _cpu(record), _cpu(ceiling) if ceiling else {}
+        if record.get("system") != "weir" or not mine or not theirs:
+            continue
+        roles = sorted(set(mine) | set(theirs), key=lambda role: -mine.get(role, 0.0))
+        extra = ", ".join(
+            f"{role} {mine.get(role, 0.0) - theirs.get(role, 0.0):+.2f}"
+            for role in roles
+            if abs(mine.get(role, 0.0) - theirs.get(role, 0.0)) >= 0.01
+        )
+        lines.append(
+            f"cpu {record['variant']}: {sum(mine.values()):.2f} core-s in {record['wall_s']:.2f} s, "
+            f"{sum(theirs.values()):.2f} for its ceiling; beyond it: {extra}"
+        )
+    return lines
 
 
 def write_json(records: Sequence[Record], results_dir: Path, stamp: str) -> Path:

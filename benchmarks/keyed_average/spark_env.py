@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.keyed_average.measure import Outcome
+from benchmarks.keyed_average.measure import Outcome, cpu_use
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -99,10 +99,11 @@ def run_streaming(ctx: RunContext, output: DataFrame, state_provider: str) -> Ou
         .outputMode("append")
         .trigger(availableNow=True)
     )
-    start = time.perf_counter()
-    query = writer.start()
-    query.awaitTermination()
-    wall = time.perf_counter() - start
+    with cpu_use() as cpu:
+        start = time.perf_counter()
+        query = writer.start()
+        query.awaitTermination()
+        wall = time.perf_counter() - start
     if query.exception() is not None:
         raise RuntimeError(f"streaming query failed: {query.exception()}")
     progress = [p for p in query.recentProgress if p.numInputRows > 0]
@@ -119,5 +120,6 @@ def run_streaming(ctx: RunContext, output: DataFrame, state_provider: str) -> Ou
             "micro_batches": len(progress),
             "state_provider": state_provider.rsplit(".", 1)[-1],
             "batch_duration_ms": [p.batchDuration for p in progress],
+            "cpu_s": cpu.seconds,
         },
     )

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from benchmarks.keyed_average.measure import Outcome
+from benchmarks.keyed_average.measure import Outcome, cpu_use
 from benchmarks.keyed_average.registry import RunContext, Variant
 from benchmarks.keyed_average.spark_env import PARALLELISM, read_back
 from benchmarks.keyed_average.workload import EVENT_DDL, OUTPUT_DDL
@@ -65,11 +65,14 @@ def _run(arrow_identity: bool) -> Callable[[RunContext], Outcome]:
             output = events.mapInArrow(identity, EVENT_DDL)
         else:
             output = events.mapInArrow(make_dict_loop(ctx.params.w), OUTPUT_DDL)
-        start = time.perf_counter()
-        output.write.mode("overwrite").parquet(str(ctx.output_dir))
-        wall = time.perf_counter() - start
+        with cpu_use() as cpu:
+            start = time.perf_counter()
+            output.write.mode("overwrite").parquet(str(ctx.output_dir))
+            wall = time.perf_counter() - start
         count, checksum = read_back(ctx, "value" if arrow_identity else "avg")
-        return Outcome(wall_s=wall, count=count, checksum=checksum, checkpoints=0)
+        return Outcome(
+            wall_s=wall, count=count, checksum=checksum, checkpoints=0, extra={"cpu_s": cpu.seconds}
+        )
 
     return run
 

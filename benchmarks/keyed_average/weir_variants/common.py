@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from benchmarks.keyed_average.measure import Outcome
+from benchmarks.keyed_average.measure import Outcome, cpu_use
 from benchmarks.keyed_average.spark_env import PARALLELISM, read_back
 from benchmarks.keyed_average.workload import EVENT_DDL, event_table
 
@@ -81,9 +81,10 @@ def run_weir_job(
     shutil.rmtree(ctx.output_dir, ignore_errors=True)
     shutil.rmtree(ctx.work_dir / "checkpoint", ignore_errors=True)
     job = build(name, ctx.events_dir, ctx.output_dir)
-    start = time.perf_counter()
-    result = job.execute()
-    wall = time.perf_counter() - start
+    with cpu_use() as cpu:
+        start = time.perf_counter()
+        result = job.execute()
+        wall = time.perf_counter() - start
     count, checksum = read_back(ctx, "avg")
     sync_ms, async_ms = checkpoint_durations(result)
     return Outcome(
@@ -97,6 +98,7 @@ def run_weir_job(
             "epochs": result.epochs,
             "restarts": result.restarts,
             "remote_state_bytes_per_epoch": result.remote_state_bytes / max(result.epochs, 1),
+            "cpu_s": cpu.seconds,
             **typical_epoch(result),
             **checkpoint_summary(result),
         },
