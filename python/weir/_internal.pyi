@@ -49,6 +49,7 @@ __all__ = [
     "run_host",
     "shutdown_host",
     "spark_hash",
+    "start_host",
     "start_host_generation",
     "subtask_for_key_group",
     "subtasks_for_key_groups",
@@ -204,6 +205,15 @@ def connect_host(
     tls: TlsFiles | None = None,
     start_host: bool = True,
 ) -> Session: ...
+def start_host(
+    directory: str | PathLike[str],
+    token: str,
+    *,
+    host_command: str | PathLike[str],
+    owner_pid: int | None,
+    listen: str | None = None,
+    tls: TlsFiles | None = None,
+) -> str: ...
 def host_address(session: Session) -> str | None: ...
 def shutdown_host(
     address: str, token: str, *, timeout_s: float = 60.0, tls: TlsFiles | None = None

@@ -142,13 +142,7 @@ pub(crate) fn connect_host(
         )
         .into());
     }
-    let options = HostOptions {
-        binary: Some(host_command),
-        owner_pid,
-        listen,
-        tls: tls.map(|files| files.inner.clone()),
-        ..HostOptions::default()
-    };
+    let options = host_options(host_command, owner_pid, listen, tls.as_deref());
     let session = py
         .detach(|| {
             let target = match owner {
@@ -169,6 +163,44 @@ pub(crate) fn connect_host(
         })
         .map_err(PyWeirError::from)?;
     Ok(PySession::remote(session))
+}
+
+/// Makes sure a state host serves `directory` (starting `host_command` if
+/// none answers, as a task's `connect_host` would) and returns the address
+/// of its Unix socket. The host ends with `owner_pid`, on `shutdown_host`,
+/// or when told to by its job.
+#[pyfunction]
+#[pyo3(signature = (directory, token, *, host_command, owner_pid, listen = None, tls = None))]
+pub(crate) fn start_host(
+    py: Python<'_>,
+    directory: PathBuf,
+    token: &str,
+    host_command: PathBuf,
+    owner_pid: Option<u32>,
+    listen: Option<String>,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
+) -> PyResult<String> {
+    let options = host_options(host_command, owner_pid, listen, tls.as_deref());
+    let host = py
+        .detach(|| ensure_host(&directory, token, &options))
+        .map_err(PyWeirError::from)?;
+    Ok(host.address.to_string())
+}
+
+/// How a host is started for this executor.
+fn host_options(
+    host_command: PathBuf,
+    owner_pid: Option<u32>,
+    listen: Option<String>,
+    tls: Option<&PyTlsFiles>,
+) -> HostOptions {
+    HostOptions {
+        binary: Some(host_command),
+        owner_pid,
+        listen,
+        tls: tls.map(|files| files.inner.clone()),
+        ..HostOptions::default()
+    }
 }
 
 /// Where the owner of a subtask is reached: the local host (started if

@@ -54,6 +54,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<checkpoints::PyRestoreTicket>()?;
     m.add_function(wrap_pyfunction!(host::run_host, m)?)?;
     m.add_function(wrap_pyfunction!(host::connect_host, m)?)?;
+    m.add_function(wrap_pyfunction!(host::start_host, m)?)?;
     m.add_function(wrap_pyfunction!(host::take_barrier, m)?)?;
     m.add_function(wrap_pyfunction!(host::host_status, m)?)?;
     m.add_function(wrap_pyfunction!(host::host_exit_already_running, m)?)?;

@@ -20,7 +20,7 @@ from weir import _internal
 from weir.exceptions import StateLostError
 from weir.host import command
 from weir.key_groups import key_group_range as _key_group_range
-from weir.spark.tasks import OperatorTask
+from weir.spark.tasks import HostAccess, OperatorTask
 
 
 def _owner_pid() -> int:
@@ -60,7 +60,24 @@ def executor_address(coordinator_url: str) -> str:
 def executor_directory(task: OperatorTask) -> str:
     """This executor's host directory: one per executor JVM, so that executors
     sharing a machine still get a host each."""
-    return os.path.join(task.hosts.directory, f"{socket.gethostname()}-{_owner_pid()}")
+    return _host_directory(task.hosts, _owner_pid())
+
+
+def _host_directory(hosts: HostAccess, executor_pid: int) -> str:
+    return os.path.join(hosts.directory, f"{socket.gethostname()}-{executor_pid}")
+
+
+def start_executor_host(hosts: HostAccess, executor_pid: int) -> str:
+    """Starts the state host of the executor JVM ``executor_pid`` on this machine, if none
+    serves it yet, as its first task would; returns the host's address. For Spark's local
+    mode, where the driver's JVM is the executor: the first epoch's tasks then find it up."""
+    return _internal.start_host(
+        _host_directory(hosts, executor_pid),
+        hosts.token,
+        host_command=command(),
+        owner_pid=executor_pid,
+        tls=hosts.tls,
+    )
 
 
 def open_session(task: OperatorTask, partition: int) -> _internal.Session:

@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,6 +127,9 @@ class Runner:
         self.host_dir = tempfile.mkdtemp(prefix=f"weir-{job.name}-")
         os.chmod(self.host_dir, 0o700)
         self.hosts: set[str] = set()
+        self.local_host: str | None = None
+        """The address of the local mode's state host, once the driver started it."""
+        self.local_host_start: threading.Thread | None = None
         self.tcp_hosts = not _is_local_mode(job.spark.sparkContext.master or "local")
         self.job_dir = f"{job.checkpoint_dir.rstrip('/')}/{job.name}"
         self.coordinator: _internal.Coordinator | None = None
@@ -150,6 +154,8 @@ class Runner:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if self.local_host_start is not None:
+            self.local_host_start.join()
         if self.coordinator is not None:
             self.shutdown_hosts()
             # Interrupting execute() is how a user cancels a job (Flink's cancel):
@@ -295,6 +301,8 @@ class Runner:
         nothing any more (a task that needs it finds it lost, and the job restores)."""
         assert self.coordinator is not None
         self.hosts.update(self.coordinator.owners().values())
+        if self.local_host is not None:
+            self.hosts.add(self.local_host)
         answers = []
         for address in sorted(self.hosts):
             try:
@@ -310,6 +318,8 @@ class Runner:
         time.sleep(action.delay_s)
         if action.first:
             self.coordinator = self.start_coordinator(action.path)
+            if not self.tcp_hosts and self.graph.steps:
+                self.start_local_host()
         else:
             assert self.coordinator is not None
             self.coordinator.restart(action.path)
@@ -478,16 +488,38 @@ class Runner:
             pending_checkpoint=order.pending_checkpoint,
             restored_checkpoint=operator.restored_checkpoint,
             restore_tickets=self.tickets.get(step.uid) if at_cut else None,
-            hosts=HostAccess(
-                directory=self.host_dir,
-                token=self.token,
-                generation=self.coordinator.generation,
-                registry_url=self.coordinator.address,
-                tcp=self.tcp_hosts,
-                tls=self.job.tls,
-            ),
+            hosts=self.host_access(),
             owners={subtask: address for (uid, subtask), address in owners.items() if uid == step.uid},
         )
+
+    def host_access(self) -> HostAccess:
+        assert self.coordinator is not None
+        return HostAccess(
+            directory=self.host_dir,
+            token=self.token,
+            generation=self.coordinator.generation,
+            registry_url=self.coordinator.address,
+            tcp=self.tcp_hosts,
+            tls=self.job.tls,
+        )
+
+    def start_local_host(self) -> None:
+        """In Spark's local mode the driver's JVM is the one executor: its state host starts
+        now, beside the first epoch's planning, instead of inside that epoch's first task
+        (which would otherwise start it and make the other tasks wait)."""
+        jvm = self.job.spark.sparkContext._jvm
+        assert jvm is not None, "a live SparkContext has a JVM"
+        executor_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+        hosts = self.host_access()
+
+        def start() -> None:
+            try:
+                self.local_host = _host.start_executor_host(hosts, executor_pid)
+            except WeirError as error:
+                self.progress.log(f"the state host did not start ahead of the tasks: {error}", debug=True)
+
+        self.local_host_start = threading.Thread(target=start, name="weir-host-start", daemon=True)
+        self.local_host_start.start()
 
     def spec(self, step: StatefulStep) -> OperatorSpec:
         learned = self.inputs.get(step.uid)
