@@ -43,7 +43,9 @@ from weir.exceptions import CheckpointError, InvalidArgumentError
 from weir.spark import EpochProgress, StreamJob, sinks, sources
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -86,20 +88,37 @@ def test_a_vectorized_job_with_native_count_windows_is_exactly_once(
     assert_exactly_once(spark, out)
 
 
+def average_into_collect(
+    spark: SparkSession,
+    tmp_path: Path,
+    name: str,
+    events: sources.Source,
+    *,
+    parallelism: int = 2,
+    key_type: str = "long",
+    transform: Callable[[DataFrame], DataFrame] | None = None,
+) -> tuple[StreamJob, sinks.CollectSink]:
+    """``KeyedAverage`` of ``events`` (after ``transform``) into a collect sink, checkpointing
+    every 100 ms."""
+    job = StreamJob(spark, name=name, checkpoint_dir=str(tmp_path / "ckpt"), parallelism=parallelism)
+    job.enable_checkpointing(100)
+    sink = sinks.collect()
+    stream = job.from_source(events, uid="events")
+    if transform is not None:
+        stream = stream.transform(transform)
+    stream.key_by("key").process(
+        KeyedAverage(), output_schema=f"key {key_type}, avg long", uid="avg"
+    ).sink_to(sink, uid="out")
+    return job, sink
+
+
 def test_subtasks_without_rows_run_a_task_every_epoch_and_take_every_checkpoint(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     # One key: its subtask gets every row, the other two none. Spark still runs a task
     # for their empty partitions, so they commit each epoch and take each barrier.
-    job = StreamJob(spark, name="one-key", checkpoint_dir=str(tmp_path / "ckpt"), parallelism=3)
-    job.enable_checkpointing(100)
-    sink = sinks.collect()
-    (
-        job.from_source(sources.generator(3_000, keys=1, rows_per_epoch=500), uid="events")
-        .key_by("key")
-        .process(KeyedAverage(), output_schema="key long, avg long", uid="avg")
-        .sink_to(sink, uid="out")
-    )
+    events = sources.generator(3_000, keys=1, rows_per_epoch=500)
+    job, sink = average_into_collect(spark, tmp_path, "one-key", events, parallelism=3)
     result = job.execute()
     assert result.restarts == 0 and result.checkpoints
     assert [w.tasks["attach"][2] for w in result.waterfalls] == [3] * result.epochs
@@ -113,15 +132,13 @@ def test_keys_of_a_type_weir_does_not_hash_use_the_jvms_key_groups(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     # Float keys: the JVM's key groups travel with the rows, and the state stores them.
-    job = StreamJob(spark, name="float-keys", checkpoint_dir=str(tmp_path / "ckpt"), parallelism=2)
-    job.enable_checkpointing(100)
-    sink = sinks.collect()
-    (
-        job.from_source(sources.generator(20_000, keys=1_000, rows_per_epoch=5_000), uid="events")
-        .transform(lambda df: df.selectExpr("CAST(key AS FLOAT) AS key", "value"))
-        .key_by("key")
-        .process(KeyedAverage(), output_schema="key float, avg long", uid="avg")
-        .sink_to(sink, uid="out")
+    job, sink = average_into_collect(
+        spark,
+        tmp_path,
+        "float-keys",
+        sources.generator(20_000, keys=1_000, rows_per_epoch=5_000),
+        key_type="float",
+        transform=lambda df: df.selectExpr("CAST(key AS FLOAT) AS key", "value"),
     )
     result = job.execute()
     assert result.restarts == 0 and result.checkpoints
