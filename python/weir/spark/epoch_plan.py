@@ -126,11 +126,17 @@ class _StepRoute:
         self.nothing = spark.range(0, numPartitions=1).repartition(parallelism, "id")
         self.key_group: Column | None = None
         self.route: Column | None = None
+        self.route_by_column: Column | None = None
+        """The route from the rows' :data:`KEY_GROUP` column, where they carry it."""
         if step.key_columns is not None:
-            # Spark evaluates the key group's hash once per row, a common subexpression.
+
+            def route_of(key_group: Column) -> Column:
+                subtask = subtask_column(key_group, parallelism, step.max_parallelism)
+                return routing_column(subtask, parallelism)
+
             self.key_group = key_group_column(list(step.key_columns), step.max_parallelism).cast("int")
-            subtask = subtask_column(self.key_group, parallelism, step.max_parallelism)
-            self.route = routing_column(subtask, parallelism)
+            self.route = route_of(self.key_group)
+            self.route_by_column = route_of(F.col(KEY_GROUP))
 
     def rows(self, frame: DataFrame | None, learned: StepInput | None) -> DataFrame:
         """``frame``'s rows (none for ``None``), routed; with their key groups in
@@ -144,8 +150,9 @@ class _StepRoute:
             subtask = F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(parallelism))
             route = routing_column(subtask, parallelism)
         elif learned is not None and learned.key_groups_shipped:
-            assert self.key_group is not None
+            assert self.key_group is not None and self.route_by_column is not None
             frame = frame.withColumn(KEY_GROUP, self.key_group)
+            route = self.route_by_column
         # The route is the shuffle's partitioning expression, not a column: the
         # rows cross the shuffle and reach Python with the step's columns only.
         return frame.repartition(parallelism, route)
