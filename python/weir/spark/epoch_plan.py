@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -120,23 +120,27 @@ class _StepRoute:
     """Puts a step's rows into partitions, partition ``s`` holding subtask ``s``."""
 
     def __init__(self, spark: SparkSession, step: StatefulStep) -> None:
+        self.spark = spark
         self.step = step
-        parallelism = step.parallelism
-        # An epoch without input still runs a task per subtask, on empty partitions.
-        self.nothing = spark.range(0, numPartitions=1).repartition(parallelism, "id")
         self.key_group: Column | None = None
         self.route: Column | None = None
-        self.route_by_column: Column | None = None
-        """The route from the rows' :data:`KEY_GROUP` column, where they carry it."""
         if step.key_columns is not None:
-
-            def route_of(key_group: Column) -> Column:
-                subtask = subtask_column(key_group, parallelism, step.max_parallelism)
-                return routing_column(subtask, parallelism)
-
             self.key_group = key_group_column(list(step.key_columns), step.max_parallelism).cast("int")
-            self.route = route_of(self.key_group)
-            self.route_by_column = route_of(F.col(KEY_GROUP))
+            self.route = self._route_of(self.key_group)
+
+    def _route_of(self, key_group: Column) -> Column:
+        subtask = subtask_column(key_group, self.step.parallelism, self.step.max_parallelism)
+        return routing_column(subtask, self.step.parallelism)
+
+    @cached_property
+    def nothing(self) -> DataFrame:
+        """An epoch without input still runs a task per subtask, on empty partitions."""
+        return self.spark.range(0, numPartitions=1).repartition(self.step.parallelism, "id")
+
+    @cached_property
+    def route_by_column(self) -> Column:
+        """The route from the rows' :data:`KEY_GROUP` column, where they carry it."""
+        return self._route_of(F.col(KEY_GROUP))
 
     def rows(self, frame: DataFrame | None, learned: StepInput | None) -> DataFrame:
         """``frame``'s rows (none for ``None``), routed; with their key groups in
@@ -150,7 +154,7 @@ class _StepRoute:
             subtask = F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(parallelism))
             route = routing_column(subtask, parallelism)
         elif learned is not None and learned.key_groups_shipped:
-            assert self.key_group is not None and self.route_by_column is not None
+            assert self.key_group is not None
             frame = frame.withColumn(KEY_GROUP, self.key_group)
             route = self.route_by_column
         # The route is the shuffle's partitioning expression, not a column: the

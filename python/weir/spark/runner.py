@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +136,10 @@ class Runner:
         self.coordinator: _internal.Coordinator | None = None
         self.inputs: dict[str, StepInput] = {}
         self.planned: EpochInput | None = None
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="weir-plan")
+        """Plans the next epoch's input while an epoch's Spark job runs."""
+        self.prefetch: tuple[Any, Future[EpochInput]] | None = None
+        """The position the prefetched input starts after, and its planning."""
         self.tickets: dict[str, tuple[RestoreTicket, ...]] = {}
         self.restore_cut: int | None = None
         self.records = job.spark.sparkContext.accumulator(0)
@@ -154,6 +159,7 @@ class Runner:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self.background.shutdown(cancel_futures=True)
         if self.local_host_start is not None:
             self.local_host_start.join()
         if self.coordinator is not None:
@@ -323,7 +329,7 @@ class Runner:
         else:
             assert self.coordinator is not None
             self.coordinator.restart(action.path)
-            self.planned = None
+            self.planned, self.prefetch = None, None
             self.start_host_generation(self.coordinator.generation)
         sink = self.graph.sink
         self.tickets, self.restore_cut = {}, None
@@ -381,13 +387,38 @@ class Runner:
 
     def plan_input(self) -> d.InputPlanned:
         generation_position = self.driver.generation.position if self.driver.generation else None
-        steps = self.graph.steps
-        parallelism = steps[0].parallelism if steps else self.job.parallelism
         started = time.perf_counter()
-        planned = self.graph.source.plan(self.job.spark, generation_position, parallelism)
+        planned = self.prefetched(generation_position) or self.plan_after(generation_position)
         self.plan_seconds = time.perf_counter() - started
         self.planned = planned if planned.frame is not None else None
         return d.InputPlanned(planned.frame is not None, planned.position, planned.exhausted)
+
+    def plan_after(self, position: Any) -> EpochInput:
+        steps = self.graph.steps
+        parallelism = steps[0].parallelism if steps else self.job.parallelism
+        return self.graph.source.plan(self.job.spark, position, parallelism)
+
+    def prefetch_next_input(self) -> None:
+        """Plans the input after the running epoch's in the background: listing files and
+        resolving them is driver work (30-40 ms an epoch) the next epoch need not wait for.
+        A source plans the same records from the same position, so planning early changes
+        nothing but when new files are seen."""
+        planned = self.planned
+        if planned is None or planned.exhausted:
+            return
+        future = self.background.submit(self.plan_after, planned.position)
+        self.prefetch = (planned.position, future)
+
+    def prefetched(self, position: Any) -> EpochInput | None:
+        """The prefetched input after ``position``, if one was planned (else ``None``: plan it
+        now, which also reports whatever error planning it early met)."""
+        prefetch, self.prefetch = self.prefetch, None
+        if prefetch is None or prefetch[0] != position:
+            return None
+        try:
+            return prefetch[1].result()
+        except Exception:  # noqa: BLE001 - planned again on the spot, which raises it
+            return None
 
     def run_epoch(self, order: d.EpochOrder) -> d.EpochSucceeded | d.EpochFailed:
         frame = None
@@ -401,6 +432,8 @@ class Runner:
         # definition (a missing column, a bad schema), not a failure to retry.
         with self.timed("build"):
             output = self.planner.frame(frame, lambda step: self.task(order, step))
+        if order.data:
+            self.prefetch_next_input()
         try:
             with self.timed("spark_job"):
                 if order.data:
@@ -571,9 +604,10 @@ def _coordinator_addresses(job: StreamJob) -> dict[str, str]:
     Spark's own driver uses. It binds to ``spark.driver.bindAddress`` (else
     ``spark.driver.host``); only a wildcard bind advertises ``spark.driver.host``
     (a specific bind address is what executors can reach)."""
-    conf = job.spark.sparkContext.getConf()
-    host = conf.get("spark.driver.host")
-    bind = conf.get("spark.driver.bindAddress") or host or "127.0.0.1"
+    # The session's conf reads through to the context's; getConf() would copy all of it.
+    conf = job.spark.conf
+    host = conf.get("spark.driver.host", None)
+    bind = conf.get("spark.driver.bindAddress", None) or host or "127.0.0.1"
     if bind in ("0.0.0.0", "::") and host:
         return {"bind": bind, "advertise": host}
     return {"bind": bind}
