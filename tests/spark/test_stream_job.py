@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from keyed_average import FailingOnce, KeyedAverage, expected  # noqa: E402
 from keyed_jobs import (  # noqa: E402
@@ -97,11 +98,12 @@ def average_into_collect(
     parallelism: int = 2,
     key_type: str = "long",
     transform: Callable[[DataFrame], DataFrame] | None = None,
+    mode: str = "exactly_once",
 ) -> tuple[StreamJob, sinks.CollectSink]:
     """``KeyedAverage`` of ``events`` (after ``transform``) into a collect sink, checkpointing
     every 100 ms."""
     job = StreamJob(spark, name=name, checkpoint_dir=str(tmp_path / "ckpt"), parallelism=parallelism)
-    job.enable_checkpointing(100)
+    job.enable_checkpointing(100, mode=mode)
     sink = sinks.collect()
     stream = job.from_source(events, uid="events")
     if transform is not None:
@@ -455,6 +457,32 @@ def test_a_parquet_source_reads_its_files_with_the_schema_it_is_given(
     assert planned.frame is not None
     assert planned.frame.columns == ["extra"]
     assert sorted(r["extra"] for r in planned.frame.collect()) == [0, 2, 4]
+
+
+def test_an_unbounded_file_source_picks_up_files_written_while_it_runs(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # The next epoch's input is planned while an epoch runs; a file that appears only
+    # after that (here: after epoch 1) must still be read by a later epoch.
+    files = tmp_path / "files"
+    files.mkdir()
+
+    def write(name: str, key: int, first: int) -> None:
+        table = pa.table({"key": [key] * 10, "value": list(range(first, first + 10))})
+        pq.write_table(table, files / name)
+
+    write("000.parquet", 1, 0)
+    source = sources.parquet_files(str(files), schema="key long, value long", bounded=False)
+    # At least once: each epoch's output is out when it ends, before any checkpoint covers it.
+    job, sink = average_into_collect(spark, tmp_path, "unbounded", source, mode="at_least_once")
+
+    def after(progress: EpochProgress) -> None:
+        if progress.epochs == 1:
+            write("001.parquet", 2, 10)
+
+    result = job.execute(max_epochs=2, on_epoch=after)
+    assert result.epochs == 2
+    assert sorted((r["key"], r["avg"]) for r in sink.rows) == [(1, 4), (2, 14)]
 
 
 def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:

@@ -336,7 +336,7 @@ class StreamJob:
         from weir.spark.runner import Runner
 
         graph = self.graph()
-        if self.spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
+        if str(self.spark.conf.get("spark.speculation", "false")).lower() == "true":
             raise InvalidArgumentError(
                 "spark.speculation is on: speculative copies of a task would apply its "
                 "state changes twice at once; set spark.speculation=false for Weir jobs"
