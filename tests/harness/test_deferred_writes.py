@@ -109,3 +109,30 @@ def test_a_failed_process_writes_nothing_more(tmp_path: Path) -> None:
     runner.snapshot_state(1)
     runner.close()
     assert stored(session, FailsOn(bad=0), "count", "a") is None
+
+
+def test_check_keys_sees_each_new_key_once_and_a_refusal_fails_the_runner(
+    backend: str, tmp_path: Path
+) -> None:
+    _operator, session = local_session(tmp_path, backend)
+    session.begin(1, 0, None)
+    seen: list[int] = []
+
+    def check(keys: _internal.KeyBatch) -> None:
+        seen.append(len(keys))
+        bounds = keys.key_group_bounds()
+        assert bounds is not None and 0 <= bounds[0] <= bounds[1] < 128
+        if len(seen) == 3:
+            raise StateError("these rows belong to another subtask")
+
+    runner = OperatorRunner(KeyedAverage(), session, defer_writes=True, check_keys=check)
+    runner.open()
+    runner.process([(1, 10), (2, 20), (1, 30)], [1, 2, 1])
+    runner.process([(2, 40), (3, 50)], [2, 3])  # only key 3 is new
+    runner.process([(1, 60)], [1])  # nothing new: not checked
+    assert seen == [2, 1]
+    assert session.keys([], None).key_group_bounds() is None
+    with pytest.raises(StateError, match="another subtask"):
+        runner.process([(4, 70)], [4])
+    with pytest.raises(StateError, match="failed"):
+        runner.process([(1, 80)], [1])

@@ -548,7 +548,8 @@ class Runner:
         def start() -> None:
             try:
                 self.local_host = _host.start_executor_host(hosts, executor_pid)
-            except WeirError as error:
+            except (WeirError, OSError) as error:
+                # The first task starts it then, and reports what stops it.
                 self.progress.log(f"the state host did not start ahead of the tasks: {error}", debug=True)
 
         self.local_host_start = threading.Thread(target=start, name="weir-host-start", daemon=True)
