@@ -42,6 +42,13 @@ use crate::overlay::{Overlay, StateOverlay, Write};
 /// (RocksDB looks at no subdirectory).
 const BULK_LOAD_DIR: &str = "weir-bulk-load";
 
+/// Overlays of more rows than this in all are freed on the fold thread
+/// rather than by the caller that stops reading them. Freeing costs about
+/// 100 ns a row on the caller's thread, inside a checkpoint's synchronous
+/// part or at the next epoch's start: a load of 10^7 rows took 650 ms there,
+/// and several 1% epochs of 10^6 keys caught up at once several ms.
+const FREE_INLINE_MAX_ROWS: usize = 4_096;
+
 /// Keyed state of one operator subtask in RocksDB (Flink's
 /// `EmbeddedRocksDBStateBackend`), with epoch versions held in memory and
 /// incremental native checkpoints.
@@ -201,8 +208,7 @@ impl RocksDbKeyedStateBackend {
     pub(crate) fn settle(&mut self) -> Result<()> {
         self.check_snapshot_ready()?;
         self.folder.wait()?;
-        self.unfolded.clear();
-        self.base = None;
+        self.read_from_database();
         Ok(())
     }
 
@@ -218,10 +224,19 @@ impl RocksDbKeyedStateBackend {
     /// final epoch.
     fn catch_up(&mut self) -> Result<()> {
         if self.base.is_some() && self.folder.all_applied()? {
-            self.unfolded.clear();
-            self.base = None;
+            self.read_from_database();
         }
         Ok(())
+    }
+
+    /// Stops reading the unfolded epochs (the database holds them) and
+    /// frees their overlays, on the fold thread when they are large.
+    fn read_from_database(&mut self) {
+        self.base = None;
+        let unfolded = std::mem::take(&mut self.unfolded);
+        if unfolded.iter().map(|overlay| overlay.rows()).sum::<usize>() > FREE_INLINE_MAX_ROWS {
+            self.folder.free(unfolded);
+        }
     }
 
     /// Read options that see the base: the database, or the snapshot below
@@ -855,6 +870,49 @@ mod tests {
             Some(list(&expected))
         );
         assert_eq!(b.last_final_epoch(), Some(Epoch(30)));
+    }
+
+    /// An epoch too large to free on the caller's thread is freed on the
+    /// fold thread once folded: a snapshot taken while it was unfolded still
+    /// reads all of it, reads go to the database, and work queued after the
+    /// free (a native checkpoint) still runs.
+    #[test]
+    fn large_folded_epochs_are_freed_on_the_fold_thread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut b = open(&dir.path().join("db"));
+        let value = b
+            .register_state(
+                &StateDescriptor::new("value", StateKind::Value, ValueType::Binary).expect("ok"),
+            )
+            .expect("ok");
+        let rows = u32::try_from(FREE_INLINE_MAX_ROWS).expect("small") + 1;
+        let group = |i: u32| KeyGroup(u16::try_from(i % MAX).expect("small"));
+        b.begin_epoch(Epoch(1), Attempt(0)).expect("begin");
+        for i in 0..rows {
+            let bytes = i.to_be_bytes();
+            b.put_value(value, StateKey::new(group(i), &bytes), &bytes)
+                .expect("put");
+        }
+        b.commit_epoch(Epoch(1), Attempt(0)).expect("commit");
+        b.finalize_up_to(Epoch(1)).expect("finalize");
+        let frozen = b.snapshot_sync().expect("snapshot");
+        b.folder.wait().expect("folded");
+
+        b.begin_epoch(Epoch(2), Attempt(0)).expect("begin");
+        assert!(b.unfolded.is_empty() && b.base.is_none());
+        assert_eq!(dump(frozen.as_ref()).len(), rows as usize);
+        drop(frozen);
+        let native = dir.path().join("native");
+        let created = b.folder.checkpoint(native.clone()).expect("queued");
+        created.recv().expect("answered").expect("created");
+        assert!(native.join("CURRENT").exists());
+        for i in [0, rows / 2, rows - 1] {
+            let bytes = i.to_be_bytes();
+            let read = b
+                .get_value(value, StateKey::new(group(i), &bytes))
+                .expect("read");
+            assert_eq!(read.as_deref(), Some(&bytes[..]));
+        }
     }
 
     /// A bulk load that writes several files, with rows out of order and

@@ -31,8 +31,8 @@ pub(crate) enum Write {
 pub(crate) struct StateOverlay {
     /// Rows and values are inline when short, so an epoch's writes cost
     /// about one allocation per B-tree node, not two per row, to make and
-    /// to free (freeing happens when the epoch is folded, on the task's
-    /// thread).
+    /// to free (once the epoch is folded: small epochs on the task's
+    /// thread, large ones on the fold thread).
     writes: BTreeMap<SmallBytes, Write>,
     cleared: BTreeSet<Vec<u8>>,
 }
@@ -41,6 +41,11 @@ impl StateOverlay {
     /// The write to `row`, if this epoch wrote it.
     pub fn get(&self, row: &[u8]) -> Option<&Write> {
         self.writes.get(row)
+    }
+
+    /// How many rows this epoch wrote.
+    pub fn rows(&self) -> usize {
+        self.writes.len()
     }
 
     /// Whether this epoch cleared every map entry under `prefix`.
@@ -148,6 +153,11 @@ impl Overlay {
     /// Every state this overlay wrote.
     pub fn states(&self) -> impl Iterator<Item = (StateId, &StateOverlay)> {
         self.states.iter().map(|(id, overlay)| (*id, overlay))
+    }
+
+    /// How many rows this epoch wrote, over every state.
+    pub fn rows(&self) -> usize {
+        self.states.values().map(StateOverlay::rows).sum()
     }
 }
 
