@@ -40,18 +40,22 @@ def percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first), or
+    ``None`` once the process is gone. The command name (field 2) may contain spaces; the
+    fields after the last ')' are fixed."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
 def _children_by_parent() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command name (field 2) may contain spaces; fields after the last ')' are fixed.
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        tree.setdefault(ppid, []).append(int(entry))
+        if entry.isdigit() and (fields := _stat_fields(entry)) is not None:
+            tree.setdefault(int(fields[1]), []).append(int(entry))
     return tree
 
 
@@ -67,12 +71,8 @@ def _descendants(root: int) -> list[int]:
 
 def _cpu_ticks(pid: int) -> int | None:
     """User plus system clock ticks ``pid`` has used so far."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[11]) + int(fields[12])
 
 
 def _role(pid: int, root: int) -> str:
@@ -148,17 +148,13 @@ def cpu_use(interval_s: float = 0.1) -> Iterator[CpuUse]:
 def tree_rss_kib(root: int) -> int:
     """Resident memory (KiB) of ``root`` and all its descendants: the driver, its JVM and the
     Python workers Spark forks."""
-    tree = _children_by_parent()
     total = 0
-    stack = [root]
-    while stack:
-        pid = stack.pop()
+    for pid in _descendants(root):
         try:
             resident_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
         except (OSError, IndexError, ValueError):
             resident_pages = 0
         total += resident_pages * _PAGE_KIB
-        stack.extend(tree.get(pid, ()))
     return total
 
 
