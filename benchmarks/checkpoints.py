@@ -65,10 +65,14 @@ class Target:
     applies: Callable[[int], bool]
 
 
+#: Full uploads with zstd (the default ``snapshot_compression``) and with ``"none"``.
+UPLOADS = ("async_upload", "async_upload_none")
+
 TARGETS = [
     Target("sync_pause", "pause_p99", "< 5 ms", lambda v: v < 5.0, lambda k: k == PAUSE_KEYS),
-    Target(
-        "async_upload", "upload_vs_disk_write", ">= 0.70", lambda v: v >= 0.70, lambda k: k >= RATE_MIN_KEYS
+    *(
+        Target(upload, "upload_vs_disk_write", ">= 0.70", lambda v: v >= 0.70, lambda k: k >= RATE_MIN_KEYS)
+        for upload in UPLOADS
     ),
     Target(
         "incremental",
@@ -88,7 +92,10 @@ TARGETS = [
 SHOWN = {
     "memory": ["rss_loaded", "rss_peak", "peak_bytes_per_key"],
     "sync_pause": ["pause_p50", "pause_p99", "finalize_p99", "snapshot_sync_p99"],
-    "async_upload": ["duration_p50", "uploaded_bytes", "upload_rate", "upload_vs_disk_write"],
+    **{
+        upload: ["duration_p50", "uploaded_bytes", "upload_rate", "upload_vs_disk_write"]
+        for upload in UPLOADS
+    },
     "incremental": [
         "first_sync",
         "first_bytes",
@@ -176,7 +183,7 @@ def derive(records: list[Record], disk: DiskBandwidth) -> list[Record]:
         Record("disk", "", 0, "read_bw", disk.read_mb_s, "MiB/s"),
     ]
     pairs = [
-        ("async_upload", "upload_rate", "upload_vs_disk_write", disk.write_mb_s),
+        *((upload, "upload_rate", "upload_vs_disk_write", disk.write_mb_s) for upload in UPLOADS),
         ("incremental", "first_upload_rate", "first_upload_vs_disk_write", disk.write_mb_s),
         ("restore", "restore_rate", "restore_vs_disk_read", disk.read_mb_s),
         ("incremental", "restore_rate", "restore_vs_disk_read", disk.read_mb_s),

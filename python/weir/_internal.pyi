@@ -3,7 +3,7 @@
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeAlias, final
 
 __all__ = [
     "BarrierInjected",
@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 __version__: str
+
+_SnapshotCompression: TypeAlias = Literal["zstd", "lz4", "none"]
 
 class WeirError(Exception): ...
 class StateError(WeirError): ...
@@ -237,6 +239,7 @@ def take_barrier(
     token: str,
     incremental: bool = False,
     base: int | None = None,
+    compression: _SnapshotCompression = "zstd",
 ) -> int: ...
 def host_status(session: Session) -> str: ...
 
@@ -343,6 +346,7 @@ class CheckpointConfig:
         externalized_cleanup: Literal[
             "retain_on_cancellation", "delete_on_cancellation"
         ] = "retain_on_cancellation",
+        snapshot_compression: _SnapshotCompression = "zstd",
     ) -> CheckpointConfig: ...
     @property
     def interval_ms(self) -> int: ...
@@ -360,6 +364,8 @@ class CheckpointConfig:
     def retained(self) -> int: ...
     @property
     def externalized_cleanup(self) -> Literal["retain_on_cancellation", "delete_on_cancellation"]: ...
+    @property
+    def snapshot_compression(self) -> _SnapshotCompression: ...
     def __getnewargs_ex__(self) -> tuple[tuple[int], dict[str, object]]: ...
 
 @final

@@ -10,8 +10,8 @@ Examples:
     >>> config = CheckpointConfig(interval_ms=5_000, min_pause_ms=1_000)
     >>> config.mode, config.timeout_ms, config.max_concurrent, config.tolerable_failures
     ('exactly_once', 600000, 1, 0)
-    >>> config.externalized_cleanup
-    'retain_on_cancellation'
+    >>> config.externalized_cleanup, config.snapshot_compression
+    ('retain_on_cancellation', 'zstd')
     >>> CheckpointConfig(interval_ms=5)
     Traceback (most recent call last):
     ...
@@ -39,6 +39,7 @@ __all__ = [
     "CheckpointConfig",
     "CheckpointingMode",
     "ExternalizedCleanup",
+    "SnapshotCompression",
     "StateBackend",
     "TlsFiles",
 ]
@@ -48,6 +49,9 @@ CheckpointingMode: TypeAlias = Literal["exactly_once", "at_least_once"]
 
 ExternalizedCleanup: TypeAlias = Literal["retain_on_cancellation", "delete_on_cancellation"]
 """What a cancelled job does with its checkpoints (they always survive failures and normal ends)."""
+
+SnapshotCompression: TypeAlias = Literal["zstd", "lz4", "none"]
+"""How canonical snapshot files (heap checkpoints, savepoints) compress their blocks."""
 
 BackendName: TypeAlias = Literal["heap", "rocksdb"]
 """The keyed state backends."""

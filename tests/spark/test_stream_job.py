@@ -222,6 +222,26 @@ def test_incremental_rocksdb_checkpoints_survive_a_killed_host_and_restore_resca
     assert_hosts_stopped(name)
 
 
+def test_uncompressed_heap_checkpoints_restore_into_a_run_that_compresses(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Flink's snapshot-compression option: with "none" the keyed files store
+    # their key-group blocks as they are (the header, JSON, says so); the
+    # next run, with the default zstd, restores from them.
+    name = "avg-uncompressed"
+    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), name=name)
+    job.set_checkpoint_config(CheckpointConfig(interval_ms=300, snapshot_compression="none"))
+    first = job.execute(max_epochs=6)
+    assert first.checkpoints
+    keyed = list((tmp_path / "ckpt" / name).glob("chk-*/avg/*/keyed"))
+    assert len(keyed) == 2, keyed
+    assert all(b'"compression":"none"' in path.read_bytes() for path in keyed)
+    resumed, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), name=name, restore="latest")
+    resumed.execute()
+    assert_exactly_once(spark, out)
+    assert_hosts_stopped(name)
+
+
 def test_a_second_run_on_the_job_directory_fails_fast_and_leaves_nothing_behind(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,7 +22,8 @@ def test_defaults_are_flinks_and_nothing_is_deleted_on_cancel_unless_asked() -> 
         config.tolerable_failures,
         config.retained,
         config.externalized_cleanup,
-    ) == (60_000, "exactly_once", 600_000, 0, 1, 0, 1, "retain_on_cancellation")
+        config.snapshot_compression,
+    ) == (60_000, "exactly_once", 600_000, 0, 1, 0, 1, "retain_on_cancellation", "zstd")
 
 
 @pytest.mark.parametrize(
@@ -37,6 +38,10 @@ def test_defaults_are_flinks_and_nothing_is_deleted_on_cancel_unless_asked() -> 
         ({"tolerable_failures": -1}, "tolerable_failures must be an integer in 0..="),
         ({"retained": 0}, "retained checkpoints is 0; retain at least 1"),
         ({"externalized_cleanup": "keep"}, 'externalized checkpoint cleanup "keep" is unknown'),
+        (
+            {"snapshot_compression": "gzip"},
+            'snapshot compression "gzip" is unknown: use "zstd", "lz4" or "none"',
+        ),
     ],
 )
 def test_invalid_options_say_what_to_fix(options: dict[str, Any], message: str) -> None:
@@ -59,6 +64,7 @@ def test_a_config_is_a_frozen_value_that_pickles() -> None:
         min_pause_ms=100,
         retained=3,
         externalized_cleanup="delete_on_cancellation",
+        snapshot_compression="lz4",
     )
     copy = pickle.loads(pickle.dumps(config))
     assert copy == config
@@ -67,7 +73,7 @@ def test_a_config_is_a_frozen_value_that_pickles() -> None:
     assert repr(copy) == (
         "CheckpointConfig(interval_ms=5000, mode='at_least_once', timeout_ms=600000, "
         "min_pause_ms=100, max_concurrent=1, tolerable_failures=0, retained=3, "
-        "externalized_cleanup='delete_on_cancellation')"
+        "externalized_cleanup='delete_on_cancellation', snapshot_compression='lz4')"
     )
     with pytest.raises(AttributeError):
         config.retained = 5  # type: ignore[misc]

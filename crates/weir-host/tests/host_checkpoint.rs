@@ -19,6 +19,7 @@ use weir_host::protocol::{
     AckTarget, BarrierRequest, Expectation, HostAddress, RestoreRequest, SnapshotFormat, StorageRef,
 };
 use weir_host::{BackendSpec, HostError, SubtaskSession};
+use weir_snapshot::{Compression, KeyedStateHandle, SnapshotFile};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{Attempt, CheckpointId, Epoch, JobId, MaxParallelism, OperatorUid, ValueType};
 
@@ -175,6 +176,8 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
             token: COORDINATOR_TOKEN.into(),
         },
         format: SnapshotFormat::Canonical,
+        // Not the default, so the files show the barrier's choice.
+        compression: Compression::Lz4,
     };
     for subtask in 0..2u32 {
         let mut session = host
@@ -223,6 +226,23 @@ fn a_checkpoint_from_host_barriers_completes_and_restores_into_a_fresh_host() {
         .expect("checkpoint 1 is complete");
     assert_eq!((meta.checkpoint_id, meta.cut_epoch), (id, cut));
     assert_eq!(meta.operators[0].subtasks.len(), 2);
+    let files = StorageLocation::parse(&job_dir, &StorageOptions::default())
+        .expect("the job directory")
+        .snapshot_storage();
+    for subtask in &meta.operators[0].subtasks {
+        let Some(KeyedStateHandle::Full(handle)) = &subtask.keyed else {
+            panic!("a canonical checkpoint stores one file per subtask: {subtask:?}");
+        };
+        let file = runtime
+            .block_on(SnapshotFile::open(
+                &*files.store,
+                &files.root,
+                &handle.file.path,
+                Some(handle.file.size),
+            ))
+            .expect("opens");
+        assert_eq!(file.layout().header().compression, Compression::Lz4);
+    }
     let sizes = runtime.block_on(job.driver.stats());
     assert!(
         sizes
@@ -350,6 +370,7 @@ fn a_barrier_for_an_epoch_this_host_never_ran_is_state_lost() {
                 token: "t".into(),
             },
             format: SnapshotFormat::Canonical,
+            compression: Compression::default(),
         })
         .expect_err("epoch 2 ran elsewhere");
     assert!(matches!(err, HostError::StateLost(_)), "{err}");
@@ -425,6 +446,7 @@ fn a_failed_upload_is_declined_and_the_coordinator_aborts_the_checkpoint() {
                 token: COORDINATOR_TOKEN.into(),
             },
             format: SnapshotFormat::Canonical,
+            compression: Compression::default(),
         })
         .expect("the synchronous part succeeds");
     assert!(reply.started);
@@ -464,6 +486,7 @@ fn an_ack_with_the_wrong_token_is_recorded_as_a_failure() {
                 token: "not-the-coordinator-token".into(),
             },
             format: SnapshotFormat::Canonical,
+            compression: Compression::default(),
         })
         .expect("the synchronous part succeeds");
     let status = settled(&host);
@@ -517,6 +540,7 @@ fn start_slow_upload(host: &Host, storage: &std::path::Path, id: CheckpointId) {
                 token: "t".into(),
             },
             format: SnapshotFormat::Canonical,
+            compression: Compression::default(),
         })
         .expect("the synchronous part succeeds");
     assert!(reply.started);

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use weir_checkpoint::coordinator::CheckpointConfig;
+use weir_checkpoint::coordinator::{CheckpointConfig, snapshot_compression};
+use weir_snapshot::Compression;
 
 use crate::errors::PyWeirError;
 
@@ -21,7 +22,9 @@ use crate::errors::PyWeirError;
 /// fails; `retained` completed checkpoints kept; `externalized_cleanup`:
 /// `"retain_on_cancellation"` keeps the job directory's checkpoints when the
 /// job is cancelled, `"delete_on_cancellation"` deletes them (never
-/// savepoints; checkpoints always survive failures and normal ends).
+/// savepoints; checkpoints always survive failures and normal ends);
+/// `snapshot_compression` of canonical snapshot files (every heap
+/// checkpoint, every savepoint): `"zstd"` (default), `"lz4"` or `"none"`.
 #[pyclass(module = "weir._internal", name = "CheckpointConfig", frozen, eq, hash)]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PyCheckpointConfig {
@@ -50,6 +53,11 @@ fn millis(argument: &'static str, value: i64) -> Result<Duration, PyWeirError> {
         })
 }
 
+/// The snapshot compression named `name`, or an error listing the names.
+pub(crate) fn compression(name: &str) -> Result<Compression, PyWeirError> {
+    snapshot_compression(name).map_err(PyWeirError::from)
+}
+
 fn as_millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -60,7 +68,7 @@ impl PyCheckpointConfig {
     #[pyo3(signature = (
         interval_ms, *, mode = "exactly_once", timeout_ms = 600_000, min_pause_ms = 0,
         max_concurrent = 1, tolerable_failures = 0, retained = 1,
-        externalized_cleanup = "retain_on_cancellation"
+        externalized_cleanup = "retain_on_cancellation", snapshot_compression = "zstd"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,6 +80,7 @@ impl PyCheckpointConfig {
         tolerable_failures: i64,
         retained: i64,
         externalized_cleanup: &str,
+        snapshot_compression: &str,
     ) -> PyResult<Self> {
         let inner = CheckpointConfig {
             interval: millis("interval_ms", interval_ms)?,
@@ -82,6 +91,7 @@ impl PyCheckpointConfig {
             tolerable_failures: count("tolerable_failures", tolerable_failures)?,
             retained: count("retained", retained)?,
             externalized_cleanup: externalized_cleanup.parse().map_err(PyWeirError::from)?,
+            snapshot_compression: compression(snapshot_compression)?,
         }
         .validate()
         .map_err(PyWeirError::from)?;
@@ -128,6 +138,11 @@ impl PyCheckpointConfig {
         self.inner.externalized_cleanup.as_str()
     }
 
+    #[getter]
+    fn snapshot_compression(&self) -> &'static str {
+        self.inner.snapshot_compression.as_str()
+    }
+
     /// Pickles as the arguments that rebuild (and revalidate) it.
     fn __getnewargs_ex__<'py>(
         &self,
@@ -141,13 +156,15 @@ impl PyCheckpointConfig {
         kwargs.set_item("tolerable_failures", self.tolerable_failures())?;
         kwargs.set_item("retained", self.retained())?;
         kwargs.set_item("externalized_cleanup", self.externalized_cleanup())?;
+        kwargs.set_item("snapshot_compression", self.snapshot_compression())?;
         Ok((PyTuple::new(py, [self.interval_ms()])?, kwargs))
     }
 
     fn __repr__(&self) -> String {
         format!(
             "CheckpointConfig(interval_ms={}, mode='{}', timeout_ms={}, min_pause_ms={}, \
-             max_concurrent={}, tolerable_failures={}, retained={}, externalized_cleanup='{}')",
+             max_concurrent={}, tolerable_failures={}, retained={}, externalized_cleanup='{}', \
+             snapshot_compression='{}')",
             self.interval_ms(),
             self.mode(),
             self.timeout_ms(),
@@ -155,7 +172,8 @@ impl PyCheckpointConfig {
             self.max_concurrent(),
             self.tolerable_failures(),
             self.retained(),
-            self.externalized_cleanup()
+            self.externalized_cleanup(),
+            self.snapshot_compression()
         )
     }
 }

@@ -238,8 +238,9 @@ pub(crate) fn host_address(py: Python<'_>, session: &PySession) -> PyResult<Opti
 /// Takes checkpoint `checkpoint_id` at epoch `cut` on a host session: the
 /// synchronous part now (returns its duration in microseconds), the upload
 /// to `storage` and the ack to the coordinator at `ack_url` in the host.
+/// Canonical files compress with `compression` (`zstd`, `lz4`, `none`).
 #[pyfunction]
-#[pyo3(signature = (session, checkpoint_id, cut, storage, storage_options, ack_url, token, incremental=false, base=None))]
+#[pyo3(signature = (session, checkpoint_id, cut, storage, storage_options, ack_url, token, incremental=false, base=None, compression="zstd"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn take_barrier(
     py: Python<'_>,
@@ -252,6 +253,7 @@ pub(crate) fn take_barrier(
     token: String,
     incremental: bool,
     base: Option<u64>,
+    compression: &str,
 ) -> PyResult<u64> {
     // Bad options fail here, in the task, with the storage's own message.
     let options = StorageOptions {
@@ -276,6 +278,7 @@ pub(crate) fn take_barrier(
         } else {
             SnapshotFormat::Canonical
         },
+        compression: crate::config::compression(compression)?,
     };
     let reply = session.with_remote(py, |remote| remote.barrier(request))?;
     Ok(reply.sync_micros)

@@ -70,6 +70,7 @@ mod upload;
 
 pub use error::{FormatError, Result, Section, SnapshotError};
 pub use file::SnapshotFile;
+pub use format::Compression;
 pub use full::{FullSnapshotOptions, SnapshotStorage, spawn_full_snapshot};
 pub use handle::{
     FullSnapshotHandle, IncrementalSnapshotHandle, KeyedStateHandle, SharedStateFile, StateFile,

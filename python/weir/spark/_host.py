@@ -164,6 +164,7 @@ def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
             task.hosts.token,
             incremental=barrier.incremental,
             base=barrier.base,
+            compression=barrier.compression,
         )
     )
 

@@ -508,6 +508,7 @@ class Runner:
                 self.coordinator.address,
                 incremental=self.job.state_backend.incremental and order.barrier.kind == "checkpoint",
                 base=order.incremental_base,
+                compression=self.config.snapshot_compression,
             )
         (operator,) = [o for o in order.operators if o.uid == step.uid]
         at_cut = operator.restore_cut is not None and operator.final_epoch == operator.restore_cut

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from weir.checkpoint import RestoreTicket
-    from weir.config import TlsFiles
+    from weir.config import SnapshotCompression, TlsFiles
     from weir.types import ValueType
 
 KEY_GROUP = "__weir_key_group"
@@ -65,6 +65,8 @@ class Barrier:
     """Store RocksDB's own files, uploading only those ``base`` did not store (never for savepoints)."""
     base: int | None = None
     """The newest checkpoint of the run, whose stored files an incremental checkpoint references."""
+    compression: SnapshotCompression = "zstd"
+    """How a canonical keyed file compresses its blocks (the job's ``snapshot_compression``)."""
 
 
 @dataclass(frozen=True)

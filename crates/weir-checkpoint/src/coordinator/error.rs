@@ -83,6 +83,12 @@ pub enum CoordinatorError {
         /// The name given.
         cleanup: String,
     },
+    /// A snapshot compression name that is not one of the three.
+    #[error("snapshot compression {compression:?} is unknown: use \"zstd\", \"lz4\" or \"none\"")]
+    UnknownCompression {
+        /// The name given.
+        compression: String,
+    },
     /// Every checkpoint id reserved so far is used; more are being reserved.
     /// Retrying shortly succeeds.
     #[error(

@@ -44,7 +44,10 @@ mod time;
 mod trigger;
 
 pub use checkpoint_coordinator::{CheckpointCoordinator, CoordinatorOptions};
-pub use config::{CheckpointConfig, CheckpointingMode, ExternalizedCleanup, MIN_CHECKPOINT_TIME};
+pub use config::{
+    CheckpointConfig, CheckpointingMode, ExternalizedCleanup, MIN_CHECKPOINT_TIME,
+    snapshot_compression,
+};
 pub use effect::CoordinatorEffect;
 pub use error::{CoordinatorError, Result};
 pub use failures::{FailureCounter, FailureDecision};

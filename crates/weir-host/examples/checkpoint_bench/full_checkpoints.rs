@@ -1,13 +1,15 @@
 //! One subtask's checkpoints through the engine, as a state host takes them:
 //! the synchronous pause (finalize the cut epoch + `snapshot_sync`, what the
 //! task waits for), the asynchronous upload of a full key-group-indexed
-//! snapshot, and the restore of the last one into a fresh operator.
+//! snapshot (zstd, the default, then as many with `snapshot_compression`
+//! `none`), and the restore of the last zstd one into a fresh operator.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
 use weir_host::local::LocalOperator;
+use weir_snapshot::Compression;
 use weir_types::{CheckpointId, Epoch, MaxParallelism};
 
 use crate::Backend;
@@ -22,7 +24,8 @@ use crate::workload::{self, Keys};
 pub struct Rounds {
     /// Snapshots whose synchronous part is timed (each after a 1% epoch).
     pub snapshots: u64,
-    /// How many of those are uploaded (the first ones).
+    /// How many of those are uploaded with the default compression (the
+    /// first ones), and then as many uncompressed.
     pub uploads: u64,
     /// Restores of the last upload.
     pub restores: u32,
@@ -80,7 +83,10 @@ pub fn run(
     let checkpoints = storage::checkpoints(&checkpoints_dir, "bench")?;
     let state_storage = checkpoints.state_storage();
     let (mut pauses, mut finalizes, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut durations, mut bytes, mut entries) = (Vec::new(), 0, 0);
+    let mut uploads = [
+        Uploads::new(Compression::Zstd),
+        Uploads::new(Compression::None),
+    ];
     let mut last = None;
     for round in 1..=rounds.snapshots {
         workload::epoch(
@@ -99,15 +105,20 @@ pub fn run(
         pauses.push(pause);
         finalizes.push(finalized);
         syncs.push(pause - finalized);
-        if round > rounds.uploads {
+        let series = ((round - 1) as usize).checked_div(rounds.uploads as usize);
+        let Some(series) = series.and_then(|i| uploads.get_mut(i)) else {
             continue;
-        }
+        };
         let id = CheckpointId(round);
+        let snapshot = snapshot.with_compression(series.compression);
         let upload = runtime.block_on(snapshot.upload(runtime.handle(), &state_storage, id))?;
-        durations.push(upload.metrics.async_duration);
-        bytes = upload.metrics.uploaded_size;
-        entries = upload.metrics.entries.unwrap_or(0);
-        if let Some((previous, _)) = last.replace((id, upload.meta)) {
+        series.durations.push(upload.metrics.async_duration);
+        series.bytes = upload.metrics.uploaded_size;
+        series.entries = upload.metrics.entries.unwrap_or(0);
+        if series.compression != Compression::default() {
+            // Measured only; the restores below read the default format.
+            runtime.block_on(checkpoints.discard(id))?;
+        } else if let Some((previous, _)) = last.replace((id, upload.meta)) {
             // Only the newest upload is restored; the others just take disk.
             runtime.block_on(checkpoints.discard(previous))?;
         }
@@ -145,33 +156,9 @@ pub fn run(
         "count",
     );
 
-    let median = percentile(&durations, 0.5);
-    out.add("async_upload", name, n, "duration_p50", ms(median), "ms");
-    out.add(
-        "async_upload",
-        name,
-        n,
-        "uploaded_bytes",
-        bytes as f64,
-        "bytes",
-    );
-    out.add("async_upload", name, n, "entries", entries as f64, "count");
-    out.add(
-        "async_upload",
-        name,
-        n,
-        "upload_rate",
-        mib_s(bytes, median),
-        "MiB/s",
-    );
-    out.add(
-        "async_upload",
-        name,
-        n,
-        "uploads",
-        durations.len() as f64,
-        "count",
-    );
+    for series in &uploads {
+        series.report(name, n, out);
+    }
     drop(subtask);
 
     let Some((id, meta)) = last else {
@@ -208,7 +195,7 @@ pub fn run(
         drop(operator);
         std::fs::remove_dir_all(&restore_work).map_err(io("remove", &restore_work))?;
     }
-    report_restore(out, name, n, bytes, &times);
+    report_restore(out, name, n, uploads[0].bytes, &times);
     std::fs::remove_dir_all(&checkpoints_dir).map_err(io("remove", &checkpoints_dir))?;
     Ok(())
 }
@@ -227,4 +214,64 @@ fn report_restore(out: &mut Records, name: &'static str, n: u64, bytes: u64, tim
         "MiB/s",
     );
     out.add("restore", name, n, "restores", times.len() as f64, "count");
+}
+
+/// The uploads of one compression and what they measured.
+struct Uploads {
+    compression: Compression,
+    durations: Vec<Duration>,
+    bytes: u64,
+    entries: u64,
+}
+
+impl Uploads {
+    fn new(compression: Compression) -> Self {
+        Self {
+            compression,
+            durations: Vec::new(),
+            bytes: 0,
+            entries: 0,
+        }
+    }
+
+    /// Adds its records: benchmark `async_upload` for zstd (the default),
+    /// `async_upload_<name>` for another.
+    fn report(&self, backend: &'static str, n: u64, out: &mut Records) {
+        if self.durations.is_empty() {
+            return;
+        }
+        let benchmark = match self.compression {
+            Compression::Zstd => "async_upload",
+            Compression::Lz4 => "async_upload_lz4",
+            Compression::None => "async_upload_none",
+        };
+        let median = percentile(&self.durations, 0.5);
+        let uploads = self.durations.len() as f64;
+        out.add(benchmark, backend, n, "duration_p50", ms(median), "ms");
+        out.add(
+            benchmark,
+            backend,
+            n,
+            "uploaded_bytes",
+            self.bytes as f64,
+            "bytes",
+        );
+        out.add(
+            benchmark,
+            backend,
+            n,
+            "entries",
+            self.entries as f64,
+            "count",
+        );
+        out.add(
+            benchmark,
+            backend,
+            n,
+            "upload_rate",
+            mib_s(self.bytes, median),
+            "MiB/s",
+        );
+        out.add(benchmark, backend, n, "uploads", uploads, "count");
+    }
 }

@@ -1,7 +1,7 @@
 //! The asynchronous part of a subtask snapshot: the keyed state as one
-//! key-group-indexed full snapshot file (zstd per key group) or as RocksDB's
-//! own files, uploaded incrementally, and the operator state as one file,
-//! all named by `layout`.
+//! key-group-indexed full snapshot file (compressed per key group: zstd
+//! unless the job chose otherwise) or as RocksDB's own files, uploaded
+//! incrementally, and the operator state as one file, all named by `layout`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use weir_checkpoint::{SubtaskStateMeta, layout};
 use weir_snapshot::{
-    FullSnapshotOptions, KeyedStateHandle, SnapshotError, SnapshotFuture, SnapshotMetrics,
-    SnapshotOutcome, SnapshotStorage, spawn_full_snapshot, write_operator_state,
+    Compression, FullSnapshotOptions, KeyedStateHandle, SnapshotError, SnapshotFuture,
+    SnapshotMetrics, SnapshotOutcome, SnapshotStorage, spawn_full_snapshot, write_operator_state,
 };
 use weir_state::{FrozenKeyedState, OperatorStateSnapshot};
 use weir_types::{CheckpointId, OperatorUid, StateDescriptor, SubtaskIndex, ValueType};
@@ -32,6 +32,7 @@ pub struct SubtaskSnapshot {
     descriptors: Vec<StateDescriptor>,
     keyed: FrozenKeyed,
     operator: OperatorStateSnapshot,
+    compression: Compression,
 }
 
 /// The keyed part, in the format it is stored in.
@@ -110,6 +111,7 @@ impl Subtask {
             key_types: self.spec.key_types.clone(),
             descriptors,
             keyed,
+            compression: Compression::default(),
             operator,
         })
     }
@@ -119,6 +121,13 @@ impl SubtaskSnapshot {
     /// The keyed states the snapshot holds.
     pub fn descriptors(&self) -> &[StateDescriptor] {
         &self.descriptors
+    }
+
+    /// Compresses a canonical keyed file with `compression` (zstd unless
+    /// set); RocksDB's own files keep their SST compression.
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
     }
 
     /// The key columns' types recorded with the snapshot.
@@ -146,7 +155,11 @@ impl SubtaskSnapshot {
                 runtime.clone(),
                 storage.clone(),
                 (self.uid.clone(), self.subtask, checkpoint),
-                self.key_types,
+                FullSnapshotOptions {
+                    key_types: self.key_types,
+                    compression: self.compression,
+                    ..FullSnapshotOptions::default()
+                },
                 cancel.clone(),
             );
             runtime.spawn(upload)
@@ -203,17 +216,13 @@ async fn keyed_upload(
     runtime: Handle,
     storage: SnapshotStorage,
     target: (OperatorUid, SubtaskIndex, CheckpointId),
-    key_types: Option<Vec<ValueType>>,
+    options: FullSnapshotOptions,
     cancel: CancellationToken,
 ) -> Result<(KeyedStateHandle, SnapshotMetrics)> {
     match keyed {
         FrozenKeyed::Canonical(frozen) => {
             let (uid, subtask, checkpoint) = &target;
             let file = layout::keyed_state_file(*checkpoint, uid, *subtask);
-            let options = FullSnapshotOptions {
-                key_types,
-                ..FullSnapshotOptions::default()
-            };
             let future = spawn_full_snapshot(&runtime, frozen, &storage, &file, options);
             let outcome = cancelable(future, &cancel).await?;
             Ok((KeyedStateHandle::Full(outcome.handle), outcome.metrics))

@@ -10,7 +10,7 @@ use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 use weir_checkpoint::{StorageLocation, StorageOptions, SubtaskRestore};
-use weir_snapshot::{KeyedStateHandle, StateFile};
+use weir_snapshot::{Compression, KeyedStateHandle, StateFile};
 use weir_state::RedistributionMode;
 use weir_types::{
     Attempt, CheckpointId, Epoch, KeyGroupRange, OperatorUid, StateDescriptor, SubtaskIndex,
@@ -330,6 +330,10 @@ pub struct BarrierRequest {
     /// default) or RocksDB's own files, uploaded incrementally.
     #[serde(default)]
     pub format: SnapshotFormat,
+    /// How canonical files compress their blocks (the job's
+    /// `snapshot_compression`).
+    #[serde(default)]
+    pub compression: Compression,
 }
 
 /// The coordinator's HTTP endpoint and the job token it wants.
@@ -587,6 +591,7 @@ mod tests {
                 format: SnapshotFormat::Incremental {
                     base: Some(CheckpointId(2)),
                 },
+                compression: Compression::None,
             })),
             Request::Status,
             Request::StartGeneration { generation: 3 },

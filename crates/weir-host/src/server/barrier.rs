@@ -55,7 +55,8 @@ pub(crate) fn take(
     }
     let snapshot = slot
         .subtask
-        .snapshot_sync_as(&request.format, id, &request.storage.url)?;
+        .snapshot_sync_as(&request.format, id, &request.storage.url)?
+        .with_compression(request.compression);
     let sync = started.elapsed();
     let key_types = snapshot.key_types().map(<[_]>::to_vec);
     let states = snapshot.descriptors().to_vec();

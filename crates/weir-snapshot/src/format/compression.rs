@@ -69,6 +69,23 @@ pub(crate) enum RawBlock<'a> {
 }
 
 impl Compression {
+    /// Every compression, by name.
+    pub const ALL: [Compression; 3] = [Compression::None, Compression::Zstd, Compression::Lz4];
+
+    /// The compression's name: `none`, `zstd` or `lz4`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Zstd => "zstd",
+            Compression::Lz4 => "lz4",
+        }
+    }
+
+    /// The compression named `name`, if any (see [`as_str`](Self::as_str)).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
     /// Compresses one block of at most [`MAX_BLOCK_RAW_LEN`] bytes; the
     /// result is never less than `raw.len() / MAX_EXPANSION` bytes.
     pub(crate) fn compress(self, raw: &[u8]) -> Vec<u8> {
