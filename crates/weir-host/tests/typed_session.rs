@@ -3,6 +3,9 @@
 //! subtask of the operator, registration checks, and restore tickets that
 //! restore a savepoint the way a state host does.
 
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, UInt32Array};
 use tempfile::TempDir;
 use weir_checkpoint::{JobOperator, ResolvedSnapshot, StorageLocation, StorageOptions};
 use weir_host::local::{LocalOperator, SharedOperator};
@@ -265,4 +268,66 @@ fn restore_tickets_restore_each_subtask_at_a_new_parallelism() {
         };
         assert!(ticket.request(wrong, 0).is_err());
     }
+}
+
+#[test]
+fn int64_key_columns_encode_and_hash_as_every_other_key() {
+    // One non-null int64 column takes a shorter path; it must agree with the
+    // general one (a struct column of the same values goes that way) byte for
+    // byte, with and without given key groups.
+    let dir = TempDir::new().expect("temp dir");
+    let shared = operator(&dir, 1);
+    let mut session = TypedSession::new(shared.session(0).expect("subtask 0"));
+    let values: Vec<i64> = [0, 1, -1, 42, i64::MIN, i64::MAX, 1 << 40]
+        .into_iter()
+        .chain((0..1000).map(|i| i * 2_654_435_761 - 7_000_000))
+        .collect();
+    let column: ArrayRef = Arc::new(Int64Array::from(values.clone()));
+    let fast = session
+        .arrow_keys(std::slice::from_ref(&column), None)
+        .expect("keys");
+    let general = session
+        .keys(
+            values
+                .iter()
+                .map(|&v| Value::Int64(v))
+                .collect::<Vec<_>>()
+                .iter(),
+            None,
+        )
+        .expect("keys");
+    assert_eq!(fast.keys(), general.keys());
+    assert_eq!(fast.key_groups(), general.key_groups());
+    let expected: Vec<u16> = values
+        .iter()
+        .map(|&v| key_group_of(&[Value::Int64(v)], max()).0)
+        .collect();
+    assert_eq!(fast.key_groups().values().to_vec(), expected);
+
+    let given: Vec<u32> = (0..values.len() as u32).map(|i| i % 128).collect();
+    let groups: ArrayRef = Arc::new(UInt32Array::from(given.clone()));
+    let with_groups = session
+        .arrow_keys(std::slice::from_ref(&column), Some(groups.as_ref()))
+        .expect("keys");
+    assert_eq!(with_groups.keys(), general.keys());
+    let given16: Vec<u16> = given.iter().map(|&g| g as u16).collect();
+    assert_eq!(with_groups.key_groups().values().to_vec(), given16);
+    let short: ArrayRef = Arc::new(UInt32Array::from(vec![1u32]));
+    let err = session
+        .arrow_keys(std::slice::from_ref(&column), Some(short.as_ref()))
+        .expect_err("one group");
+    assert!(
+        err.to_string()
+            .contains("key groups: pass one key group per key"),
+        "{err}"
+    );
+
+    // An operator whose keys are strings refuses int64 columns either way.
+    let other = TempDir::new().expect("temp dir");
+    let mut strings = TypedSession::new(operator(&other, 1).session(0).expect("subtask 0"));
+    strings
+        .keys([&Value::Utf8("x".into())], None)
+        .expect("learns string");
+    let err = strings.arrow_keys(&[column], None).expect_err("int64 keys");
+    assert!(err.to_string().contains("string"), "{err}");
 }

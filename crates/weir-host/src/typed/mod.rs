@@ -14,11 +14,13 @@ mod keys;
 use std::collections::HashMap;
 
 use arrow_array::builder::BinaryBuilder;
-use arrow_array::{Array, ArrayRef, BinaryArray, UInt16Array};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, UInt16Array};
 use weir_state::{RedistributionMode, StateError, StateId, list_items, push_list_item};
 use weir_types::{
-    Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, TypesError,
-    ValueBuilder, ValueSource, ValueType, decode_with, encode_with,
+    Attempt, Epoch, KeyGroupRange, MaxParallelism, SPARK_HASH_SEED, StateDescriptor, StateKind,
+    TypesError, ValueBuilder, ValueSource, ValueType, decode_with, encode_with, hash_long,
 };
 
 pub use arrow_keys::ArrowKey;
@@ -138,10 +140,50 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
             ));
         }
         let groups = key_groups.map(group_numbers).transpose()?;
+        if let [column] = columns
+            && let Some(ints) = column.as_primitive_opt::<Int64Type>()
+            && ints.null_count() == 0
+            && matches!(self.key_types.as_deref(), None | Some([ValueType::Int64]))
+        {
+            return self.int64_keys(ints, groups.as_deref());
+        }
         self.keys(
             (0..rows).map(|row| ArrowKey::new(columns, row)),
             groups.as_deref(),
         )
+    }
+
+    /// [`arrow_keys`](Self::arrow_keys) of one int64 column without nulls,
+    /// the usual key: what the general path makes, without its per-cell
+    /// type dispatch and without decoding each encoded key again to hash it.
+    fn int64_keys(&mut self, ints: &Int64Array, key_groups: Option<&[u32]>) -> Result<KeyBatch> {
+        if self.key_types.is_none() {
+            let types = vec![ValueType::Int64];
+            self.session.set_key_types(&types)?;
+            self.key_types = Some(types);
+        }
+        check_group_count(ints.len(), key_groups)?;
+        let max = self.session.spec().max_parallelism;
+        let groups: Vec<u16> = match key_groups {
+            Some(groups) => groups
+                .iter()
+                .map(|&group| checked_key_group(group, max))
+                .collect::<Result<_>>()?,
+            None => ints
+                .values()
+                .iter()
+                .map(|&key| max.key_group_of_hash(hash_long(key, SPARK_HASH_SEED)).0)
+                .collect(),
+        };
+        let mut encoded = BinaryBuilder::with_capacity(ints.len(), ints.len() * INT64_KEY_LEN);
+        let mut key = [0u8; INT64_KEY_LEN];
+        // A key column's presence byte, then the value (`encode_key_column`).
+        key[0] = 1;
+        for value in ints.values() {
+            key[1..].copy_from_slice(&value.to_le_bytes());
+            encoded.append_value(key);
+        }
+        KeyBatch::new(UInt16Array::from(groups), encoded.finish())
     }
 
     /// Encodes `keys` with their key groups: `key_groups` (one per key,
@@ -154,14 +196,7 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
     ) -> Result<KeyBatch> {
         let keys = keys.into_iter();
         let rows = keys.len();
-        if let Some(groups) = key_groups
-            && groups.len() != rows
-        {
-            return Err(HostError::InvalidRequest(format!(
-                "got {rows} keys but {} key groups: pass one key group per key",
-                groups.len()
-            )));
-        }
+        check_group_count(rows, key_groups)?;
         let max = self.session.spec().max_parallelism;
         let mut group_column = Vec::with_capacity(rows);
         let mut key_column = BinaryBuilder::with_capacity(rows, rows * 9);
@@ -481,6 +516,20 @@ fn group_numbers(column: &dyn Array) -> Result<Vec<u32>> {
 }
 
 /// A given key group, checked against max parallelism.
+/// Fails unless `key_groups`, if given, has one key group per key.
+fn check_group_count(rows: usize, key_groups: Option<&[u32]>) -> Result<()> {
+    match key_groups {
+        Some(groups) if groups.len() != rows => Err(HostError::InvalidRequest(format!(
+            "got {rows} keys but {} key groups: pass one key group per key",
+            groups.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// An encoded one-column int64 key: the presence byte and 8 bytes.
+const INT64_KEY_LEN: usize = 9;
+
 fn checked_key_group(group: u32, max: MaxParallelism) -> Result<u16> {
     u16::try_from(group)
         .ok()
