@@ -83,24 +83,31 @@ class EpochPlanner:
         self.learned = learned
         self._routes: dict[str, _StepRoute] = {}
 
+    def routed(self, frame: DataFrame) -> DataFrame | None:
+        """The first stateful step's input for an epoch's source records, routed to its
+        subtasks (``None`` without steps). Spark analyzes the plan here, some 25 ms of driver
+        round trips an epoch, so the driver builds it while the previous epoch's job runs."""
+        if not self.graph.steps:
+            return None
+        return self._routed(self.graph.steps[0], frame)
+
     def frame(
-        self, frame: DataFrame | None, task_of: Callable[[StatefulStep], OperatorTask]
+        self,
+        frame: DataFrame | None,
+        task_of: Callable[[StatefulStep], OperatorTask],
+        routed: DataFrame | None = None,
     ) -> DataFrame | None:
         """The epoch's output rows (``None`` when there is neither input nor a stateful step).
 
-        ``frame`` is the source's input for the epoch, ``None`` for an epoch without input.
+        ``frame`` is the source's input for the epoch, ``None`` for an epoch without input;
+        ``routed`` is :meth:`routed` of it, where that was built already.
         """
         first = True
         for step in self.graph.steps:
-            learned = None
-            if frame is not None:
-                for transform in step.transforms_before:
-                    frame = transform(frame)
-                learned = self.learned(step, frame)
+            rows = routed if first and routed is not None else self._routed(step, frame)
             task = task_of(step)
-            routed = self._route(step).rows(frame, learned)
             counter = self.records if first else None
-            frame = routed.mapInArrow(
+            frame = rows.mapInArrow(
                 partial(run_epoch_task, task, records=counter, phases=self.phases), step.output_schema
             )
             first = False
@@ -108,6 +115,16 @@ class EpochPlanner:
             for transform in self.graph.transforms_after:
                 frame = transform(frame)
         return frame
+
+    def _routed(self, step: StatefulStep, frame: DataFrame | None) -> DataFrame:
+        """``frame`` (``None``: no rows) through the step's transforms, routed to its subtasks;
+        what the driver learns of the step's input is known once this returns."""
+        learned = None
+        if frame is not None:
+            for transform in step.transforms_before:
+                frame = transform(frame)
+            learned = self.learned(step, frame)
+        return self._route(step).rows(frame, learned)
 
     def _route(self, step: StatefulStep) -> _StepRoute:
         route = self._routes.get(step.uid)
