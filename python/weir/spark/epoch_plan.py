@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from weir.spark.graph import JobGraph, StatefulStep
+    from weir.spark.sinks import PartitionWriter
 
 
 @dataclass(frozen=True)
@@ -96,21 +97,24 @@ class EpochPlanner:
         frame: DataFrame | None,
         task_of: Callable[[StatefulStep], OperatorTask],
         routed: DataFrame | None = None,
+        write: PartitionWriter | None = None,
     ) -> DataFrame | None:
         """The epoch's output rows (``None`` when there is neither input nor a stateful step).
 
         ``frame`` is the source's input for the epoch, ``None`` for an epoch without input;
-        ``routed`` is :meth:`routed` of it, where that was built already.
+        ``routed`` is :meth:`routed` of it, where that was built already. With ``write``, the
+        last step's tasks hand their output to it and the frame has no rows.
         """
-        first = True
-        for step in self.graph.steps:
+        steps = self.graph.steps
+        for index, step in enumerate(steps):
+            first, last = index == 0, index == len(steps) - 1
             rows = routed if first and routed is not None else self._routed(step, frame)
             task = task_of(step)
             counter = self.records if first else None
-            frame = rows.mapInArrow(
-                partial(run_epoch_task, task, records=counter, phases=self.phases), step.output_schema
+            run = partial(
+                run_epoch_task, task, records=counter, phases=self.phases, write=write if last else None
             )
-            first = False
+            frame = rows.mapInArrow(run, step.output_schema)
         if frame is not None:
             for transform in self.graph.transforms_after:
                 frame = transform(frame)

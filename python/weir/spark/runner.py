@@ -35,6 +35,7 @@ from weir.spark import _host
 from weir.spark import driver as d
 from weir.spark.epoch_plan import EpochPlanner, StepInput, learn_input
 from weir.spark.progress import Progress
+from weir.spark.sinks import PartitionWriter, TaskWrittenSink
 from weir.spark.tasks import Barrier, HostAccess, OperatorSpec, OperatorTask
 from weir.spark.waterfall import EpochWaterfall, PhaseTimes
 
@@ -443,16 +444,18 @@ class Runner:
         # Building the plan runs Spark's analysis: an error there is the job's
         # definition (a missing column, a bad schema), not a failure to retry.
         with self.timed("build"):
-            output = self.planner.frame(frame, lambda step: self.task(order, step), routed)
+            write = self.task_writer(order)
+            output = self.planner.frame(frame, lambda step: self.task(order, step), routed, write)
         if order.data:
             self.prefetch_next_input()
         try:
             with self.timed("spark_job"):
-                if order.data:
+                if order.data and write is None:
                     assert output is not None
                     self.graph.sink.write_epoch(output, order.epoch)
                 elif output is not None:
-                    # No input: nothing reaches the sink, but every task must run.
+                    # The tasks wrote the output, or there is none (no input); every task
+                    # must run.
                     output.write.format("noop").mode("overwrite").save()
         except AnalysisException:
             raise
@@ -462,6 +465,19 @@ class Runner:
         self.check_every_subtask_ran(self.waterfall.tasks)
         self.progress.epoch_ran(time.monotonic() - started)
         return d.EpochSucceeded(order.epoch)
+
+    def task_writer(self, order: d.EpochOrder) -> PartitionWriter | None:
+        """The sink's writer for the last step's tasks, where the sink takes one and the
+        step's output goes to it as it is (no transforms after it)."""
+        sink, steps = self.graph.sink, self.graph.steps
+        if (
+            not order.data
+            or not steps
+            or self.graph.transforms_after
+            or not isinstance(sink, TaskWrittenSink)
+        ):
+            return None
+        return sink.task_writer(order.epoch, steps[-1].output_schema)
 
     def check_every_subtask_ran(self, phases: dict[str, list[float]]) -> None:
         """Barriers, final epochs and notifications reach a subtask through its task in every

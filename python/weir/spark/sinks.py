@@ -21,16 +21,17 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from weir.exceptions import StateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, Row
+    from pyspark.sql.types import StructType
 
 Handle = Any
 """A JSON-serializable sink handle."""
@@ -62,6 +63,21 @@ class Sink(Protocol):
         ...
 
 
+PartitionWriter = Callable[[Iterator["pa.RecordBatch"]], None]
+"""Writes the output batches of one task of an epoch (a picklable callable)."""
+
+
+@runtime_checkable
+class TaskWrittenSink(Sink, Protocol):
+    """A sink whose output the epoch's tasks write themselves: the driver hands the last
+    stateful step a writer, and the epoch's Spark job has no output of its own."""
+
+    def task_writer(self, epoch: int, schema: StructType) -> PartitionWriter:
+        """Prepares the staging of ``epoch``, whose rows have ``schema``; returns what
+        each of its tasks calls with its output batches."""
+        ...
+
+
 _log = logging.getLogger("weir.spark")
 
 _EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
@@ -81,11 +97,14 @@ class ParquetFilesSink:
     whole epochs or nothing.
 
     Each task of the epoch's Spark job writes its partition as one file,
-    ``part-<partition>.parquet``, with pyarrow (see :func:`_write_partition`),
-    and the job's own output is Spark's ``noop``: the epoch's staging directory
-    and its publication already make the epoch's output atomic, so Spark's
-    file commit protocol (a job and task commit with their renames, about
-    120 ms a job on a local disk whatever the rows) would only repeat it.
+    ``part-<partition>.parquet``, with pyarrow (see :func:`_write_partition`):
+    the last stateful step's tasks write their output as they make it
+    (:meth:`task_writer`), or, where transforms follow that step, tasks added
+    for the write (:meth:`write_epoch`). The job's own output is Spark's
+    ``noop``: the epoch's staging directory and its publication already make
+    the epoch's output atomic, so Spark's file commit protocol (a job and task
+    commit with their renames, about 120 ms a job on a local disk whatever the
+    rows) would only repeat it.
     """
 
     path: str
@@ -106,16 +125,25 @@ class ParquetFilesSink:
     def _staged_epochs(self) -> list[int]:
         return _epoch_dirs(self._staging_root())
 
-    def write_epoch(self, frame: DataFrame, epoch: int) -> None:
-        """Writes the epoch's output to its staging directory, a file per partition."""
+    def task_writer(self, epoch: int, schema: StructType) -> PartitionWriter:
+        """Empties the epoch's staging directory (a run of it that failed part-way may have
+        left files); returns the writer of a task's file there."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         staged = self._staged(epoch)
-        # A run of this epoch that failed part-way may have left files: write it whole again.
         shutil.rmtree(staged, ignore_errors=True)
         os.makedirs(staged)
-        write = partial(_write_partition, staged, to_arrow_schema(frame.schema))
-        frame.mapInArrow(write, frame.schema).write.format("noop").mode("overwrite").save()
+        return partial(_write_partition, staged, to_arrow_schema(schema))
+
+    def write_epoch(self, frame: DataFrame, epoch: int) -> None:
+        """Writes the epoch's output to its staging directory, a file per partition."""
+        write = self.task_writer(epoch, frame.schema)
+
+        def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            write(batches)
+            return iter(())
+
+        frame.mapInArrow(written, frame.schema).write.format("noop").mode("overwrite").save()
 
     def publish_up_to(self, epoch: int) -> None:
         """Renames every staged epoch ``<= epoch`` into place."""
@@ -190,12 +218,10 @@ class CollectSink:
         return max([0, *self._staged, *self._published])
 
 
-def _write_partition(
-    directory: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
+def _write_partition(directory: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
     """Writes a task's rows to ``part-<partition>.parquet`` in ``directory``, empty too (so
-    an epoch without rows still has its schema), and yields nothing. The file is written
-    under a hidden name and renamed into place, so a retried task replaces it whole."""
+    an epoch without rows still has its schema). The file is written under a hidden name
+    and renamed into place, so a retried task replaces it whole."""
     import pyarrow.parquet as pq
     from pyspark import TaskContext
 
@@ -220,7 +246,6 @@ def _write_partition(
         if os.path.exists(hidden):
             os.remove(hidden)
         raise
-    return iter(())
 
 
 def _epoch_dirs(directory: str) -> list[int]:

@@ -42,10 +42,12 @@ def run_epoch_task(
     *,
     records: Accumulator[int] | None,
     phases: Accumulator[Totals],
+    write: Callable[[Iterator[pa.RecordBatch]], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of one operator in one epoch (see the module
     docs); counts the records it processed into ``records`` if given, and its
-    phases' times into ``phases``."""
+    phases' times into ``phases``. With ``write`` (the sink's, for the last
+    step), the output goes to it instead of back to Spark."""
     context = TaskContext.get()
     if context is None:
         raise StateError("a Weir epoch task must run inside a Spark task")
@@ -74,7 +76,11 @@ def run_epoch_task(
         if task.notify_complete is not None:
             runner.notify_checkpoint_complete(task.notify_complete)
     count = records.add if records is not None else _ignore
-    yield from process_batches(runner, op, clock.timed("input", batches), count, clock)
+    outputs = process_batches(runner, op, clock.timed("input", batches), count, clock)
+    if write is None:
+        yield from outputs
+    else:
+        write(outputs)
     with clock.phase("write_back"):
         # Functions live for one task, and every task ends at a potential cut, so
         # a CheckpointedFunction hands its in-memory data to operator state at the
