@@ -226,7 +226,8 @@ def _write_partition(directory: str, schema: pa.Schema, batches: Iterator[pa.Rec
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    assert context is not None, "runs inside a Spark task"
+    if context is None:
+        raise StateError("the Parquet sink's files are written inside a Spark task")
     name = f"part-{context.partitionId():05d}.parquet"
     hidden = os.path.join(directory, f".{name}.{context.taskAttemptId()}")
     writer: pq.ParquetWriter | None = None
