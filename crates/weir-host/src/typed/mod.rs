@@ -157,12 +157,12 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
     /// the usual key: what the general path makes, without its per-cell
     /// type dispatch and without decoding each encoded key again to hash it.
     fn int64_keys(&mut self, ints: &Int64Array, key_groups: Option<&[u32]>) -> Result<KeyBatch> {
+        check_group_count(ints.len(), key_groups)?;
         if self.key_types.is_none() {
             let types = vec![ValueType::Int64];
             self.session.set_key_types(&types)?;
             self.key_types = Some(types);
         }
-        check_group_count(ints.len(), key_groups)?;
         let max = self.session.spec().max_parallelism;
         let groups: Vec<u16> = match key_groups {
             Some(groups) => groups
@@ -515,7 +515,6 @@ fn group_numbers(column: &dyn Array) -> Result<Vec<u32>> {
         .collect()
 }
 
-/// A given key group, checked against max parallelism.
 /// Fails unless `key_groups`, if given, has one key group per key.
 fn check_group_count(rows: usize, key_groups: Option<&[u32]>) -> Result<()> {
     match key_groups {
@@ -530,6 +529,7 @@ fn check_group_count(rows: usize, key_groups: Option<&[u32]>) -> Result<()> {
 /// An encoded one-column int64 key: the presence byte and 8 bytes.
 const INT64_KEY_LEN: usize = 9;
 
+/// A given key group, checked against max parallelism.
 fn checked_key_group(group: u32, max: MaxParallelism) -> Result<u16> {
     u16::try_from(group)
         .ok()
