@@ -29,6 +29,7 @@ from weir.spark.waterfall import TaskClock, Totals
 
 if TYPE_CHECKING:
     from weir._internal import KeyBatch
+    from weir.spark.sinks import PartitionWriter
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
@@ -42,7 +43,7 @@ def run_epoch_task(
     *,
     records: Accumulator[int] | None,
     phases: Accumulator[Totals],
-    write: Callable[[Iterator[pa.RecordBatch]], None] | None = None,
+    write: PartitionWriter | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of one operator in one epoch (see the module
     docs); counts the records it processed into ``records`` if given, and its

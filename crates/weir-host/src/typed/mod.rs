@@ -159,9 +159,7 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
     fn int64_keys(&mut self, ints: &Int64Array, key_groups: Option<&[u32]>) -> Result<KeyBatch> {
         check_group_count(ints.len(), key_groups)?;
         if self.key_types.is_none() {
-            let types = vec![ValueType::Int64];
-            self.session.set_key_types(&types)?;
-            self.key_types = Some(types);
+            self.learn_key_types(vec![ValueType::Int64])?;
         }
         let max = self.session.spec().max_parallelism;
         let groups: Vec<u16> = match key_groups {
@@ -186,6 +184,14 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
         KeyBatch::new(UInt16Array::from(groups), encoded.finish())
     }
 
+    /// Records `types`, those of the first key encoded, as the operator's key
+    /// types (the session refuses them if another subtask learned others).
+    fn learn_key_types(&mut self, types: Vec<ValueType>) -> Result<()> {
+        self.session.set_key_types(&types)?;
+        self.key_types = Some(types);
+        Ok(())
+    }
+
     /// Encodes `keys` with their key groups: `key_groups` (one per key,
     /// checked against max parallelism) or else Spark's
     /// `pmod(hash(key columns), max_parallelism)`.
@@ -204,9 +210,7 @@ impl<S: SubtaskSession + ?Sized> TypedSession<S> {
         for (row, key) in keys.enumerate() {
             scratch.clear();
             if self.key_types.is_none() {
-                let types = keys::inferred_types(&key)?;
-                self.session.set_key_types(&types)?;
-                self.key_types = Some(types);
+                self.learn_key_types(keys::inferred_types(&key)?)?;
             }
             let types = self.key_types.as_deref().unwrap_or_default();
             keys::encode_typed_key(&key, types, &mut scratch)?;
