@@ -52,6 +52,13 @@ impl LocalStore {
         }
     }
 
+    /// Where `location` lies on the local file system.
+    pub(crate) fn directory(&self, location: &Path) -> PathBuf {
+        location
+            .parts()
+            .fold(self.root.clone(), |dir, part| dir.join(part.as_ref()))
+    }
+
     /// Fails if any existing component of `location` below the root is a
     /// symbolic link.
     fn check(&self, location: &Path) -> Result<()> {

@@ -204,6 +204,18 @@ impl StorageLocation {
         })
     }
 
+    /// Directory `root` of the same store, opened as `url`. Unlike
+    /// [`StorageLocation::new`] over this location's store, it keeps the
+    /// store's local files, so restores from it link native checkpoint files
+    /// instead of streaming copies of them.
+    pub(crate) fn at(&self, root: Path, url: impl Into<String>) -> Self {
+        Self {
+            local: self.files.as_ref().map(|files| files.directory(&root)),
+            files: self.files.clone(),
+            ..Self::new(Arc::clone(&self.store), root, url)
+        }
+    }
+
     /// The directory on the local file system, for a local location.
     pub(crate) fn local_dir(&self) -> Option<&std::path::Path> {
         self.local.as_deref()

@@ -60,7 +60,7 @@ impl ResolvedSnapshot {
             CheckpointKind::Savepoint => dir_url,
             CheckpointKind::Checkpoint => dir_url.rsplit_once('/').map_or(dir_url, |(p, _)| p),
         };
-        let base = StorageLocation::new(Arc::clone(location.store()), root, base_url);
+        let base = location.at(root, base_url);
         Ok(Self { metadata, base })
     }
 

@@ -28,7 +28,7 @@ use crate::error::{Result, SnapshotError};
 use crate::full::SnapshotStorage;
 use crate::handle::{IncrementalSnapshotHandle, SharedStateFile, StateFile};
 use crate::layout::{self, check_file_name, join};
-use crate::local_files::{LocalFiles, fetch_file, place_file};
+use crate::local_files::{LocalFiles, check_checksum, fetch_file, place_file};
 use crate::registry::SharedFileRegistry;
 use crate::task::{SnapshotFuture, SnapshotMetrics, SnapshotOutcome, TaskOutput};
 use crate::upload::{ObjectUpload, delete_all};
@@ -379,11 +379,17 @@ impl IncrementalJob {
 /// Downloads every file of `handle` (paths relative to `root`) into `dir`
 /// under its local name, checking sizes and checksums, so `dir` can be
 /// opened as the database.
+///
+/// A download from a remote store checks each file's checksum as it streams
+/// it. Files of a local store are linked (or copied) into place and read for
+/// their checksums in the background: the caller opens the database
+/// meanwhile and uses it only once [`PendingChecksums::verified`] says the
+/// files are intact.
 pub async fn download_incremental(
     handle: &IncrementalSnapshotHandle,
     storage: &SnapshotStorage,
     dir: &std::path::Path,
-) -> Result<()> {
+) -> Result<PendingChecksums> {
     tokio::fs::create_dir_all(dir)
         .await
         .map_err(|source| SnapshotError::LocalIo {
@@ -395,21 +401,51 @@ pub async fn download_incremental(
     // the checkpoint; the other files it may rewrite are copied.
     let shared = handle.shared.iter().map(|file| (file, true));
     let files = shared.chain(handle.private.iter().map(|file| (file, false)));
-    futures::stream::iter(files.map(|(file, share)| async move {
+    let checks = futures::stream::iter(files.map(|(file, share)| async move {
         check_file_name(&file.local_name)?;
         let target = dir.join(&file.local_name);
         match &storage.local {
             Some(files) => {
                 let (files, state_file) = (Arc::clone(files), file.file.clone());
                 let location = join(&storage.root, &state_file.path)?;
-                blocking(move || fetch_file(&*files, &state_file, &location, &target, share)).await
+                let placed = target.clone();
+                blocking(move || fetch_file(&*files, &state_file, &location, &placed, share))
+                    .await?;
+                let state_file = file.file.clone();
+                Ok(Some(tokio::task::spawn_blocking(move || {
+                    check_checksum(&state_file, &target)
+                })))
             }
-            None => download_file(&file.file, &*storage.store, &storage.root, &target).await,
+            None => download_file(&file.file, &*storage.store, &storage.root, &target)
+                .await
+                .map(|()| None),
         }
     }))
     .buffer_unordered(CONCURRENT_TRANSFERS)
-    .try_collect::<()>()
-    .await
+    .try_collect::<Vec<_>>()
+    .await?;
+    Ok(PendingChecksums(checks.into_iter().flatten().collect()))
+}
+
+/// The checksums of downloaded files still being read (see
+/// [`download_incremental`]).
+#[derive(Debug, Default)]
+#[must_use = "downloaded files are checked only once `verified` returns"]
+pub struct PendingChecksums(Vec<tokio::task::JoinHandle<Result<()>>>);
+
+impl PendingChecksums {
+    /// Waits for every checksum: the first file that differs from its
+    /// handle (or cannot be read) is the error.
+    pub async fn verified(self) -> Result<()> {
+        for check in self.0 {
+            check.await.unwrap_or_else(|e| {
+                Err(SnapshotError::TaskFailed {
+                    reason: e.to_string(),
+                })
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs blocking file work off the runtime's worker threads.

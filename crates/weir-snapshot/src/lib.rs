@@ -76,7 +76,8 @@ pub use handle::{
     FullSnapshotHandle, IncrementalSnapshotHandle, KeyedStateHandle, SharedStateFile, StateFile,
 };
 pub use incremental::{
-    IncrementalTarget, LocalCheckpoint, LocalFile, download_incremental, spawn_incremental_snapshot,
+    IncrementalTarget, LocalCheckpoint, LocalFile, PendingChecksums, download_incremental,
+    spawn_incremental_snapshot,
 };
 pub use local_files::LocalFiles;
 pub use operator::{read_operator_state, write_operator_state};

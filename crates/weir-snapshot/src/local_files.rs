@@ -6,7 +6,7 @@
 //! that RocksDB never rewrites is safe to share between the database and
 //! the checkpoint. Across file systems the kernel copies it. Either way the
 //! checksum the handle records is computed from the file, as an upload
-//! would.
+//! would, and a restore reads the file for it again.
 
 use std::fmt::Debug;
 use std::io::Read;
@@ -54,8 +54,8 @@ pub(crate) fn place_file(
     })
 }
 
-/// Places `file` (at `location`) at `target` and checks its size and
-/// checksum there.
+/// Places `file` (at `location`) at `target` and checks its size there;
+/// [`check_checksum`] reads it for its checksum.
 pub(crate) fn fetch_file(
     files: &dyn LocalFiles,
     file: &StateFile,
@@ -66,6 +66,18 @@ pub(crate) fn fetch_file(
     files
         .fetch(location, target, share)
         .map_err(|e| SnapshotError::storage("read", location, e))?;
+    let size = std::fs::metadata(target)
+        .map_err(|source| SnapshotError::LocalIo {
+            operation: "stat",
+            path: target.to_owned(),
+            source,
+        })?
+        .len();
+    file.check_size(size)
+}
+
+/// Checks that the local file `target` has `file`'s checksum.
+pub(crate) fn check_checksum(file: &StateFile, target: &LocalPath) -> Result<()> {
     let (size, crc32) = checksum(target)?;
     file.check_size(size)?;
     file.check_crc32(crc32)

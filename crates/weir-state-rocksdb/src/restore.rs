@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rocksdb::{ReadOptions, WriteBatch};
 use weir_state::{KeyedStateBackend, StateId};
-use weir_types::KeyGroupRange;
+use weir_types::{KeyGroupRange, MaxParallelism};
 
 use crate::backend::RocksDbKeyedStateBackend;
 use crate::database::{self, Db, Meta, state_cf_name};
@@ -44,46 +44,36 @@ impl RocksDbKeyedStateBackend {
         check_empty_target(&options.path)?;
         let engine = options.build();
         let target = options.key_group_range;
-        let mut sources = Vec::with_capacity(dirs.len());
-        for dir in dirs {
-            let db = database::open_read_only(dir, &engine)?;
-            let meta =
-                database::read_meta(&db, dir)?.ok_or_else(|| RocksDbError::CorruptMetadata {
-                    path: dir.clone(),
-                    what: "weir metadata",
-                })?;
-            if meta.max_parallelism != options.max_parallelism {
-                return Err(RocksDbError::MaxParallelismMismatch {
-                    path: dir.clone(),
-                    stored: meta.max_parallelism,
-                    requested: options.max_parallelism,
-                });
+        // One checkpoint (no rescale-in) becomes the database as it is: it is
+        // not opened twice just to be chosen.
+        let (primary_dir, sources) = match dirs {
+            [only] => (only.as_path(), Vec::new()),
+            _ => {
+                let mut sources = Vec::with_capacity(dirs.len());
+                for dir in dirs {
+                    let db = database::open_read_only(dir, &engine)?;
+                    let meta = checked_meta(&db, dir, options.max_parallelism)?;
+                    sources.push(Source {
+                        dir: dir.as_path(),
+                        db,
+                        meta,
+                    });
+                }
+                let primary = sources
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(_, s)| s.meta.key_group_range.intersect(target).len())
+                    .map(|(index, _)| index)
+                    .ok_or(RocksDbError::NoSources)?;
+                // Close the read-only handle before the files are linked elsewhere.
+                let primary = sources.swap_remove(primary);
+                (primary.dir, sources)
             }
-            sources.push(Source {
-                dir: dir.as_path(),
-                db,
-                meta,
-            });
-        }
-        let primary = sources
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, s)| s.meta.key_group_range.intersect(target).len())
-            .map(|(index, _)| index)
-            .ok_or(RocksDbError::NoSources)?;
-        let primary = sources.swap_remove(primary);
-        let primary_dir = primary.dir;
-        // Close the read-only handle before the files are linked elsewhere.
-        drop(primary);
+        };
         link_or_copy_dir(primary_dir, &options.path)?;
 
         let db = database::open(&options.path, &engine)?;
-        let mut meta = database::read_meta(&db, &options.path)?.ok_or_else(|| {
-            RocksDbError::CorruptMetadata {
-                path: options.path.clone(),
-                what: "weir metadata",
-            }
-        })?;
+        let mut meta = checked_meta(&db, &options.path, options.max_parallelism)?;
         let mut batch = WriteBatch::default();
         for index in 0..meta.descriptors.len() {
             let id = StateId(u32::try_from(index).expect("invariant: fewer than 2^32 states"));
@@ -152,6 +142,22 @@ impl RocksDbKeyedStateBackend {
         }
         Ok(())
     }
+}
+
+/// The metadata of a checkpoint's database, which must have `max_parallelism`.
+fn checked_meta(db: &Db, dir: &Path, max_parallelism: MaxParallelism) -> Result<Meta> {
+    let meta = database::read_meta(db, dir)?.ok_or_else(|| RocksDbError::CorruptMetadata {
+        path: dir.to_owned(),
+        what: "weir metadata",
+    })?;
+    if meta.max_parallelism != max_parallelism {
+        return Err(RocksDbError::MaxParallelismMismatch {
+            path: dir.to_owned(),
+            stored: meta.max_parallelism,
+            requested: max_parallelism,
+        });
+    }
+    Ok(meta)
 }
 
 fn check_empty_target(path: &Path) -> Result<()> {

@@ -206,3 +206,67 @@ async fn discarding_removes_the_staging_files_of_interrupted_writes() {
     assert!(!chk.exists(), "{} is left", chk.display());
     assert!(elsewhere.path().join("keep#1").exists());
 }
+
+/// A checkpoint opened from the local file system keeps the store's local
+/// files: its shared SSTs are linked into a restore, not streamed, and a
+/// linked file that no longer matches its handle fails the restore.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_from_local_storage_link_shared_files_and_check_them() {
+    use std::os::unix::fs::MetadataExt;
+
+    use weir_snapshot::{KeyedStateHandle, SnapshotError, download_incremental};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = local(dir.path());
+    let meta = crate::common::incremental_checkpoint(&storage, 1, &["000001.sst"]).await;
+    storage.complete(&meta).await.expect("completes");
+    let location = StorageLocation::parse(
+        &dir.path().join("orders/chk-1").to_string_lossy(),
+        &StorageOptions::default(),
+    )
+    .expect("location");
+    let resolved = ResolvedSnapshot::open(&location).await.expect("opens");
+    let state = resolved.state_storage().await.expect("storage");
+    assert!(state.local.is_some(), "local files are kept");
+    let Some(KeyedStateHandle::Incremental(handle)) =
+        &resolved.metadata().operators[0].subtasks[0].keyed
+    else {
+        panic!("an incremental handle");
+    };
+    let stored = dir.path().join("orders").join(&handle.shared[0].file.path);
+
+    let restored = dir.path().join("restored");
+    download_incremental(handle, &state, &restored)
+        .await
+        .expect("placed")
+        .verified()
+        .await
+        .expect("intact");
+    let inode = |path: &std::path::Path| std::fs::metadata(path).expect("exists").ino();
+    assert_eq!(
+        inode(&restored.join("000001.sst")),
+        inode(&stored),
+        "linked"
+    );
+    assert_ne!(
+        inode(&restored.join("MANIFEST-000001")),
+        inode(&dir.path().join("orders").join(&handle.private[0].file.path)),
+        "files the database rewrites are copied"
+    );
+
+    // Same size, other bytes: only the checksum tells.
+    let mut bytes = std::fs::read(&stored).expect("readable");
+    bytes[0] ^= 1;
+    std::fs::write(&stored, &bytes).expect("writable");
+    let err = download_incremental(handle, &state, &dir.path().join("again"))
+        .await
+        .expect("placed")
+        .verified()
+        .await
+        .expect_err("checksum differs");
+    assert!(
+        matches!(err, SnapshotError::FileMismatch { what: "crc32", .. }),
+        "{err}"
+    );
+}

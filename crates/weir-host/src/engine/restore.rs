@@ -118,11 +118,20 @@ impl Subtask {
         let name = format!("restore-{}-{}", self.spec.uid, self.spec.subtask);
         let downloads = OwnedDir::create(&self.work_dir, &name)?;
         let mut dirs = Vec::with_capacity(handles.len());
+        let mut checksums = Vec::with_capacity(handles.len());
         for (i, handle) in handles.iter().enumerate() {
             let dir = downloads.path().join(i.to_string());
-            download_incremental(handle, storage, &dir).await?;
+            checksums.push(download_incremental(handle, storage, &dir).await?);
             dirs.push(dir);
         }
+        // The files' checksums are read while the database opens; nothing
+        // reads its entries before they all match.
+        let verified = || async {
+            for pending in checksums {
+                pending.verified().await?;
+            }
+            Ok::<_, HostError>(())
+        };
         let registered = self.keyed.descriptors().to_vec();
         let (max_parallelism, range) = (self.spec.max_parallelism, self.range);
         // A database at `path` built from the downloaded checkpoints.
@@ -134,6 +143,7 @@ impl Subtask {
             KeyedBackend::RocksDb(_) => {
                 let dir = rocksdb_dir(&self.spec, &self.work_dir)?;
                 let restored = open(dir.path().to_owned())?;
+                verified().await?;
                 // The old database closes before its directory goes.
                 self.keyed = KeyedBackend::RocksDb(Box::new(restored));
                 self.dir = Some(dir);
@@ -147,6 +157,7 @@ impl Subtask {
             }
             KeyedBackend::Heap(heap) => {
                 let mut restored = open(downloads.path().join("merged"))?;
+                verified().await?;
                 copy_entries(restored.snapshot_sync()?.as_ref(), heap)?;
             }
         }

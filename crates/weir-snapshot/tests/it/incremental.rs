@@ -96,7 +96,10 @@ async fn second_checkpoint_uploads_only_new_files() {
     let restored = tmp.path().join("restored");
     download_incremental(&two.handle, &storage, &restored)
         .await
-        .expect("download succeeds");
+        .expect("download succeeds")
+        .verified()
+        .await
+        .expect("files intact");
     for f in &second.files {
         let got = std::fs::read(restored.join(&f.local_name)).expect("downloaded");
         assert_eq!(
