@@ -65,8 +65,8 @@ class Target:
     applies: Callable[[int], bool]
 
 
-#: Full uploads with zstd (the default ``snapshot_compression``) and with ``"none"``.
-UPLOADS = ("async_upload", "async_upload_none")
+#: Full uploads with zstd (the default ``snapshot_compression``), ``"lz4"`` and ``"none"``.
+UPLOADS = ("async_upload", "async_upload_lz4", "async_upload_none")
 
 TARGETS = [
     Target("sync_pause", "pause_p99", "< 5 ms", lambda v: v < 5.0, lambda k: k == PAUSE_KEYS),

@@ -2,7 +2,8 @@
 //! the synchronous pause (finalize the cut epoch + `snapshot_sync`, what the
 //! task waits for), the asynchronous upload of a full key-group-indexed
 //! snapshot (zstd, the default, then as many with `snapshot_compression`
-//! `none`), and the restore of the last zstd one into a fresh operator.
+//! `lz4` and as many with `none`), and the restore of the last zstd one into
+//! a fresh operator.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ pub struct Rounds {
     /// Snapshots whose synchronous part is timed (each after a 1% epoch).
     pub snapshots: u64,
     /// How many of those are uploaded with the default compression (the
-    /// first ones), and then as many uncompressed.
+    /// first ones), and then as many with LZ4 and as many uncompressed.
     pub uploads: u64,
     /// Restores of the last upload.
     pub restores: u32,
@@ -85,6 +86,7 @@ pub fn run(
     let (mut pauses, mut finalizes, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
     let mut uploads = [
         Uploads::new(Compression::Zstd),
+        Uploads::new(Compression::Lz4),
         Uploads::new(Compression::None),
     ];
     let mut last = None;

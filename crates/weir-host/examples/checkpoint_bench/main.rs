@@ -59,7 +59,8 @@ struct Args {
     /// Snapshots whose synchronous part is timed per size (at least 20).
     #[arg(long, default_value_t = 20)]
     snapshots: u64,
-    /// How many of those snapshots are uploaded.
+    /// How many of those snapshots are uploaded with each compression (zstd,
+    /// LZ4, none, in that order, as far as the snapshots go).
     #[arg(long, default_value_t = 5)]
     uploads: u64,
     /// Restores timed per size (sizes of 10^7 keys and more use one).
