@@ -50,6 +50,10 @@ pub struct HeapKeyedStateBackend {
     epochs: EpochLog,
     /// One undo log per pending epoch of `epochs`, in the same order.
     undo: Vec<Vec<Undo>>,
+    /// An emptied log whose allocation the next epoch reuses: a log of a
+    /// large epoch is megabytes, and a fresh one faults in (and the kernel
+    /// zeroes) every page of it again, epoch after epoch.
+    spare: Vec<Undo>,
     /// The entries of a bulk load not inserted yet (during one only).
     bulk: Option<BulkLoad>,
 }
@@ -72,6 +76,7 @@ impl HeapKeyedStateBackend {
             data: Vec::new(),
             epochs: EpochLog::new(),
             undo: Vec::new(),
+            spare: Vec::new(),
             bulk: None,
         })
     }
@@ -147,16 +152,23 @@ impl HeapKeyedStateBackend {
     /// Applies the discard decision's undo logs, newest first.
     fn discard(&mut self, count: usize) {
         for _ in 0..count {
-            let log = self.undo.pop().expect("each pending epoch has an undo log");
-            for record in log.into_iter().rev() {
+            let mut log = self.undo.pop().expect("each pending epoch has an undo log");
+            for record in log.drain(..).rev() {
                 record.apply(&mut self.data);
             }
+            keep_spare(&mut self.spare, log);
         }
     }
 }
 
-/// The open epoch and its undo log (a function of two fields, so callers can
-/// borrow the tables beside it).
+/// Keeps the larger allocation of `log` (emptied) and `spare`.
+fn keep_spare(spare: &mut Vec<Undo>, mut log: Vec<Undo>) {
+    if log.capacity() > spare.capacity() {
+        log.clear();
+        *spare = log;
+    }
+}
+
 /// Tags `slot` with the open epoch, first logging what it held before the
 /// epoch (nothing when `inserted`) if this is the epoch's first write to it.
 fn write_in_epoch(
@@ -179,6 +191,8 @@ fn write_in_epoch(
     slot.tag = Some(epoch);
 }
 
+/// The open epoch and its undo log (a function of two fields, so callers can
+/// borrow the tables beside it).
 fn open_log<'a>(
     epochs: &EpochLog,
     undo: &'a mut [Vec<Undo>],
@@ -213,7 +227,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
         let decision = self.epochs.begin(epoch, attempt)?;
         self.discard(decision.epochs.len());
-        self.undo.push(Vec::new());
+        self.undo.push(std::mem::take(&mut self.spare));
         Ok(())
     }
 
@@ -223,7 +237,9 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
 
     fn finalize_up_to(&mut self, epoch: Epoch) -> Result<()> {
         let decision = self.epochs.finalize_up_to(epoch)?;
-        self.undo.drain(..decision.epochs.len());
+        for log in self.undo.drain(..decision.epochs.len()) {
+            keep_spare(&mut self.spare, log);
+        }
         Ok(())
     }
 
@@ -467,7 +483,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             self.states.descriptors(),
             self.range,
             self.max,
-            &self.data,
+            &mut self.data,
         )))
     }
 

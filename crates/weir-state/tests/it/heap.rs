@@ -606,3 +606,30 @@ mod cow {
         }
     }
 }
+
+/// Each epoch's undo log reuses the emptied allocation of an earlier one; a
+/// reused log undoes only the writes of its own epoch.
+#[test]
+fn reused_undo_logs_undo_only_their_own_epoch() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    for i in 0..200u8 {
+        b.put_value(VALUE, key(&[i]), &[i]).expect("writes");
+    }
+    commit_final(&mut b, 1, 0);
+    for epoch in 2..6u8 {
+        begin(&mut b, u64::from(epoch), 0);
+        for i in 0..100u8 {
+            b.put_value(VALUE, key(&[i]), &[epoch]).expect("writes");
+        }
+        if epoch % 2 == 0 {
+            b.discard_from(Epoch(u64::from(epoch))).expect("discards");
+        } else {
+            commit_final(&mut b, u64::from(epoch), 0);
+        }
+    }
+    for i in 0..200u8 {
+        let expected = if i < 100 { 5 } else { i };
+        assert_eq!(value(&mut b, &[i]), Some(vec![expected]), "key {i}");
+    }
+}
