@@ -1,9 +1,9 @@
 //! One subtask's checkpoints through the engine, as a state host takes them:
 //! the synchronous pause (finalize the cut epoch + `snapshot_sync`, what the
 //! task waits for), the asynchronous upload of a full key-group-indexed
-//! snapshot (zstd, the default, then as many with `snapshot_compression`
-//! `lz4` and as many with `none`), and the restore of the last zstd one into
-//! a fresh operator.
+//! snapshot (zstd, the default, `snapshot_compression` `lz4` and `none`,
+//! taking turns), and the restore of the last zstd one into a fresh
+//! operator.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,8 +25,8 @@ use crate::workload::{self, Keys};
 pub struct Rounds {
     /// Snapshots whose synchronous part is timed (each after a 1% epoch).
     pub snapshots: u64,
-    /// How many of those are uploaded with the default compression (the
-    /// first ones), and then as many with LZ4 and as many uncompressed.
+    /// How many of those are uploaded with each compression (zstd, the
+    /// default, LZ4 and none, taking turns).
     pub uploads: u64,
     /// Restores of the last upload.
     pub restores: u32,
@@ -107,10 +107,13 @@ pub fn run(
         pauses.push(pause);
         finalizes.push(finalized);
         syncs.push(pause - finalized);
-        let series = ((round - 1) as usize).checked_div(rounds.uploads as usize);
-        let Some(series) = series.and_then(|i| uploads.get_mut(i)) else {
+        // The compressions take turns, so none of them always runs first
+        // (RocksDB still compacts the load in the background then).
+        let uploaded = (round - 1) as usize;
+        if uploaded >= rounds.uploads as usize * uploads.len() {
             continue;
-        };
+        }
+        let series = &mut uploads[uploaded % uploads.len()];
         let id = CheckpointId(round);
         let snapshot = snapshot.with_compression(series.compression);
         let upload = runtime.block_on(snapshot.upload(runtime.handle(), &state_storage, id))?;

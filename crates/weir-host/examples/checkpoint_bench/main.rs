@@ -60,7 +60,7 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     snapshots: u64,
     /// How many of those snapshots are uploaded with each compression (zstd,
-    /// LZ4, none, in that order, as far as the snapshots go).
+    /// LZ4 and none take turns, as far as the snapshots go).
     #[arg(long, default_value_t = 5)]
     uploads: u64,
     /// Restores timed per size (sizes of 10^7 keys and more use one).
