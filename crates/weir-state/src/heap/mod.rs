@@ -483,7 +483,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             self.states.descriptors(),
             self.range,
             self.max,
-            &mut self.data,
+            &self.data,
         )))
     }
 
