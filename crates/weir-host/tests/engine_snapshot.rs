@@ -429,3 +429,52 @@ fn a_canceled_incremental_checkpoint_leaves_no_files_in_local_storage() {
     let files = host_support::files_under(checkpoints.path());
     assert!(files.is_empty(), "left behind: {files:?}");
 }
+
+/// A stored SST whose bytes changed (its size did not) fails a restore from
+/// local storage on its checksum, into either backend, though the file is
+/// linked rather than copied and the database opens meanwhile.
+#[test]
+fn a_changed_sst_fails_the_restore_on_its_checksum() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let checkpoints = tempfile::tempdir().expect("tempdir");
+    let storage = storage(checkpoints.path());
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let mut s = Subtask::open(spec(BackendSpec::RocksDb, 0, 1), work.path()).expect("opens");
+    let v = s.register_state(&descriptor()).expect("registers");
+    let all: Vec<u32> = (0..2_000).collect();
+    write_round(&mut s, v, 1, &all, 1);
+    s.wait_for_compactions().expect("compactions end");
+    let (meta, _) = incremental(&runtime, &storage, &mut s, 1, None);
+    drop(s);
+
+    let sst = checkpoints.path().join("job").join(&shared_paths(&meta)[0]);
+    let mut bytes = std::fs::read(&sst).expect("stored");
+    // The footer's last byte: RocksDB itself refuses to open the file, and
+    // the checksum is still the error reported.
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&sst, &bytes).expect("rewritten");
+
+    let job = [JobOperator {
+        uid: OperatorUid::new("op").expect("valid"),
+        max_parallelism: MaxParallelism::new(16).expect("valid"),
+        parallelism: 1,
+    }];
+    let plan = RestorePlan::new(&meta, &job, false).expect("plans");
+    let OperatorRestore::Restored(restored) = &plan.operators[&job[0].uid] else {
+        panic!("the operator has state")
+    };
+    for backend in [BackendSpec::RocksDb, BackendSpec::Heap] {
+        let mut sub = Subtask::open(spec(backend.clone(), 0, 1), work.path()).expect("opens");
+        let err = runtime
+            .block_on(sub.restore(&restored.subtasks[0], &storage.state_storage(), origin(1)))
+            .expect_err("the SST differs from its handle");
+        assert!(
+            matches!(
+                err,
+                HostError::Snapshot(SnapshotError::FileMismatch { what: "crc32", .. })
+            ),
+            "{backend:?}: {err}"
+        );
+    }
+}

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 
 use weir_checkpoint::SubtaskRestore;
 use weir_snapshot::{
-    IncrementalSnapshotHandle, KeyedStateHandle, SnapshotStorage, download_incremental,
-    read_operator_state, restore_keyed,
+    IncrementalSnapshotHandle, KeyedStateHandle, PendingChecksums, SnapshotStorage,
+    download_incremental, read_operator_state, restore_keyed,
 };
 use weir_state::{
     FrozenKeyedState, KeyedStateBackend, OperatorStateSnapshot, OperatorStateStore, StateEntry,
@@ -124,14 +124,6 @@ impl Subtask {
             checksums.push(download_incremental(handle, storage, &dir).await?);
             dirs.push(dir);
         }
-        // The files' checksums are read while the database opens; nothing
-        // reads its entries before they all match.
-        let verified = || async {
-            for pending in checksums {
-                pending.verified().await?;
-            }
-            Ok::<_, HostError>(())
-        };
         let registered = self.keyed.descriptors().to_vec();
         let (max_parallelism, range) = (self.spec.max_parallelism, self.range);
         // A database at `path` built from the downloaded checkpoints.
@@ -142,8 +134,7 @@ impl Subtask {
         match &mut self.keyed {
             KeyedBackend::RocksDb(_) => {
                 let dir = rocksdb_dir(&self.spec, &self.work_dir)?;
-                let restored = open(dir.path().to_owned())?;
-                verified().await?;
+                let restored = verified(open(dir.path().to_owned()), checksums).await?;
                 // The old database closes before its directory goes.
                 self.keyed = KeyedBackend::RocksDb(Box::new(restored));
                 self.dir = Some(dir);
@@ -156,8 +147,8 @@ impl Subtask {
                 }
             }
             KeyedBackend::Heap(heap) => {
-                let mut restored = open(downloads.path().join("merged"))?;
-                verified().await?;
+                let mut restored =
+                    verified(open(downloads.path().join("merged")), checksums).await?;
                 copy_entries(restored.snapshot_sync()?.as_ref(), heap)?;
             }
         }
@@ -173,6 +164,20 @@ impl Subtask {
         }
         Ok(())
     }
+}
+
+/// `opened` (a database built from downloaded files) once every file's
+/// checksum matched: the files' checksums are read while the database opens,
+/// nothing reads its entries before they all match, and a file that differs
+/// is the error even where opening the database failed on it first.
+async fn verified<T>(
+    opened: std::result::Result<T, StateError>,
+    checksums: Vec<PendingChecksums>,
+) -> Result<T> {
+    for pending in checksums {
+        pending.verified().await?;
+    }
+    Ok(opened?)
 }
 
 /// Copies every entry of `frozen` into `into`, registering its states.
