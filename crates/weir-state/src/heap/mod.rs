@@ -161,9 +161,16 @@ impl HeapKeyedStateBackend {
     }
 }
 
-/// Keeps the larger allocation of `log` (emptied) and `spare`.
+/// The most undo records a spare log keeps room for (about 30 MB). A larger
+/// log is freed: its epoch wrote that many entries, so allocating the log
+/// was a small part of its cost, and keeping the pages would hold that memory
+/// for as long as the backend lives.
+const SPARE_UNDO_RECORDS: usize = 1 << 18;
+
+/// Keeps the larger allocation of `log` (emptied) and `spare`, up to
+/// [`SPARE_UNDO_RECORDS`].
 fn keep_spare(spare: &mut Vec<Undo>, mut log: Vec<Undo>) {
-    if log.capacity() > spare.capacity() {
+    if log.capacity() > spare.capacity() && log.capacity() <= SPARE_UNDO_RECORDS {
         log.clear();
         *spare = log;
     }
@@ -541,5 +548,20 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             bulk.insert(&mut self.data);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spare_log_keeps_the_larger_allocation_up_to_its_bound() {
+        let mut spare = Vec::new();
+        keep_spare(&mut spare, Vec::with_capacity(10));
+        keep_spare(&mut spare, Vec::with_capacity(4));
+        assert!(spare.capacity() >= 10);
+        keep_spare(&mut spare, Vec::with_capacity(SPARE_UNDO_RECORDS + 1));
+        assert!(spare.capacity() < SPARE_UNDO_RECORDS, "a huge log is freed");
     }
 }
