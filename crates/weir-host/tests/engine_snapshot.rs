@@ -7,7 +7,8 @@ mod host_support;
 use arrow_array::{Array, BinaryArray};
 use weir_checkpoint::{
     CheckpointKind, CheckpointMetadata, CheckpointStorage, JobOperator, OperatorRestore,
-    OperatorStateMeta, RestorePlan, StorageLocation, StorageOptions, SubtaskStateMeta,
+    OperatorStateMeta, RestorePlan, StorageLocation, StorageOptions, SubtaskRestore,
+    SubtaskStateMeta,
 };
 use weir_host::engine::{RestoreOrigin, SnapshotFormat, Subtask};
 use weir_host::{BackendSpec, HostError, KeyBatch, SubtaskSession, SubtaskSpec};
@@ -132,17 +133,9 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
         assert!(upload.metrics.state_size > 0);
         let meta = completed(&runtime, &storage, 1, upload.meta);
 
-        let job = [JobOperator {
-            uid: OperatorUid::new("op").expect("valid"),
-            max_parallelism: MaxParallelism::new(16).expect("valid"),
-            parallelism: 2,
-        }];
-        let plan = RestorePlan::new(&meta, &job, false).expect("plans");
-        let OperatorRestore::Restored(restored) = &plan.operators[&job[0].uid] else {
-            panic!("the operator has state")
-        };
+        let subtasks = planned_subtasks(&meta, 2);
         let mut offsets_seen = Vec::new();
-        for planned in &restored.subtasks {
+        for planned in &subtasks {
             let mut sub =
                 Subtask::open(spec(to.clone(), planned.subtask.0, 2), work.path()).expect("opens");
             runtime
@@ -171,7 +164,7 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
                 .expect_err("already holds operator state");
             assert!(err.to_string().contains("before"), "{err}");
             // Nor can another subtask's plan be used.
-            let other = &restored.subtasks[1 - planned.subtask.0 as usize];
+            let other = &subtasks[1 - planned.subtask.0 as usize];
             let mut fresh =
                 Subtask::open(spec(to.clone(), planned.subtask.0, 2), work.path()).expect("opens");
             let err = runtime
@@ -377,16 +370,8 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
         (BackendSpec::RocksDb, 2),
         (BackendSpec::Heap, 2),
     ] {
-        let job = [JobOperator {
-            uid: OperatorUid::new("op").expect("valid"),
-            max_parallelism: MaxParallelism::new(16).expect("valid"),
-            parallelism,
-        }];
-        let plan = RestorePlan::new(&second, &job, false).expect("plans");
-        let OperatorRestore::Restored(restored) = &plan.operators[&job[0].uid] else {
-            panic!("the operator has state")
-        };
-        for planned in &restored.subtasks {
+        let subtasks = planned_subtasks(&second, parallelism);
+        for planned in &subtasks {
             let mut sub = Subtask::open(
                 spec(backend.clone(), planned.subtask.0, parallelism),
                 work.path(),
@@ -406,15 +391,41 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
     }
 }
 
+/// What each subtask of operator `op` at `parallelism` restores of `meta`.
+fn planned_subtasks(meta: &CheckpointMetadata, parallelism: u32) -> Vec<SubtaskRestore> {
+    let job = [JobOperator {
+        uid: OperatorUid::new("op").expect("valid"),
+        max_parallelism: MaxParallelism::new(16).expect("valid"),
+        parallelism,
+    }];
+    let plan = RestorePlan::new(meta, &job, false).expect("plans");
+    let OperatorRestore::Restored(restored) = &plan.operators[&job[0].uid] else {
+        panic!("the operator has state")
+    };
+    restored.subtasks.clone()
+}
+
+/// A work directory, a checkpoint directory with local storage in it, and a
+/// runtime.
+fn dirs_and_storage() -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    CheckpointStorage,
+    tokio::runtime::Runtime,
+) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let checkpoints = tempfile::tempdir().expect("tempdir");
+    let storage = storage(checkpoints.path());
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    (work, checkpoints, storage, runtime)
+}
+
 /// An incremental checkpoint canceled during its upload to local storage
 /// leaves none of its files behind (canceled at once here: the placement
 /// stops between files, so a later cancellation deletes what it placed).
 #[test]
 fn a_canceled_incremental_checkpoint_leaves_no_files_in_local_storage() {
-    let work = tempfile::tempdir().expect("tempdir");
-    let checkpoints = tempfile::tempdir().expect("tempdir");
-    let storage = storage(checkpoints.path());
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (work, checkpoints, storage, runtime) = dirs_and_storage();
     let mut s = Subtask::open(spec(BackendSpec::RocksDb, 0, 1), work.path()).expect("opens");
     let v = s.register_state(&descriptor()).expect("registers");
     write_round(&mut s, v, 1, &(0..20_000).collect::<Vec<_>>(), 1);
@@ -435,10 +446,7 @@ fn a_canceled_incremental_checkpoint_leaves_no_files_in_local_storage() {
 /// linked rather than copied and the database opens meanwhile.
 #[test]
 fn a_changed_sst_fails_the_restore_on_its_checksum() {
-    let work = tempfile::tempdir().expect("tempdir");
-    let checkpoints = tempfile::tempdir().expect("tempdir");
-    let storage = storage(checkpoints.path());
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (work, checkpoints, storage, runtime) = dirs_and_storage();
     let mut s = Subtask::open(spec(BackendSpec::RocksDb, 0, 1), work.path()).expect("opens");
     let v = s.register_state(&descriptor()).expect("registers");
     let all: Vec<u32> = (0..2_000).collect();
@@ -455,19 +463,11 @@ fn a_changed_sst_fails_the_restore_on_its_checksum() {
     bytes[last] ^= 0xff;
     std::fs::write(&sst, &bytes).expect("rewritten");
 
-    let job = [JobOperator {
-        uid: OperatorUid::new("op").expect("valid"),
-        max_parallelism: MaxParallelism::new(16).expect("valid"),
-        parallelism: 1,
-    }];
-    let plan = RestorePlan::new(&meta, &job, false).expect("plans");
-    let OperatorRestore::Restored(restored) = &plan.operators[&job[0].uid] else {
-        panic!("the operator has state")
-    };
+    let subtasks = planned_subtasks(&meta, 1);
     for backend in [BackendSpec::RocksDb, BackendSpec::Heap] {
         let mut sub = Subtask::open(spec(backend.clone(), 0, 1), work.path()).expect("opens");
         let err = runtime
-            .block_on(sub.restore(&restored.subtasks[0], &storage.state_storage(), origin(1)))
+            .block_on(sub.restore(&subtasks[0], &storage.state_storage(), origin(1)))
             .expect_err("the SST differs from its handle");
         assert!(
             matches!(
