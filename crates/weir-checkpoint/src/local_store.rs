@@ -53,10 +53,8 @@ impl LocalStore {
     }
 
     /// Where `location` lies on the local file system.
-    pub(crate) fn directory(&self, location: &Path) -> PathBuf {
-        location
-            .parts()
-            .fold(self.root.clone(), |dir, part| dir.join(part.as_ref()))
+    pub(crate) fn directory(&self, location: &Path) -> Result<PathBuf> {
+        self.inner.path_to_filesystem(location)
     }
 
     /// Fails if any existing component of `location` below the root is a

@@ -210,7 +210,10 @@ impl StorageLocation {
     /// instead of streaming copies of them.
     pub(crate) fn at(&self, root: Path, url: impl Into<String>) -> Self {
         Self {
-            local: self.files.as_ref().map(|files| files.directory(&root)),
+            local: self
+                .files
+                .as_ref()
+                .and_then(|files| files.directory(&root).ok()),
             files: self.files.clone(),
             ..Self::new(Arc::clone(&self.store), root, url)
         }

@@ -408,10 +408,11 @@ pub async fn download_incremental(
             Some(files) => {
                 let (files, state_file) = (Arc::clone(files), file.file.clone());
                 let location = join(&storage.root, &state_file.path)?;
-                let placed = target.clone();
-                blocking(move || fetch_file(&*files, &state_file, &location, &placed, share))
-                    .await?;
-                let state_file = file.file.clone();
+                let (state_file, target) = blocking(move || {
+                    fetch_file(&*files, &state_file, &location, &target, share)
+                        .map(|()| (state_file, target))
+                })
+                .await?;
                 Ok(Some(tokio::task::spawn_blocking(move || {
                     check_checksum(&state_file, &target)
                 })))
