@@ -77,7 +77,7 @@ def three_step_job(
     job.enable_checkpointing(500)
     dedup, user, region = parallelism
     (
-        job.from_source(sources.parquet_files(str(events)), uid="events")
+        job.from_source(sources.parquet_files(str(events), max_files_per_epoch=1), uid="events")
         .key_by("event_id")
         .process(Dedup(), EVENT_SCHEMA, uid="dedup", parallelism=dedup)
         .key_by("user")
@@ -228,7 +228,9 @@ def _run(
     job.enable_checkpointing(300)
     sink = sinks.collect()
     _steps(
-        job.from_source(sources.parquet_files(str(events)), uid="events"), steps, transform=transform
+        job.from_source(sources.parquet_files(str(events), max_files_per_epoch=1), uid="events"),
+        steps,
+        transform=transform,
     ).sink_to(sink, uid="out")
     stop = (lambda p: job.stop_with_savepoint() if p.epoch == stop_after else None) if stop_after else None
     result = job.execute(on_epoch=stop)
@@ -319,7 +321,7 @@ def test_the_buffering_sink_keeps_every_element_exactly_once_when_rescaled(
     def buffering_job(name: str, parallelism: int, sink: Any, **options: Any) -> StreamJob:
         job = StreamJob(spark, name=name, checkpoint_dir=str(tmp_path / "ckpt"), progress=False, **options)
         job.enable_checkpointing(300)
-        job.from_source(sources.parquet_files(str(data)), uid="numbers").process(
+        job.from_source(sources.parquet_files(str(data), max_files_per_epoch=1), uid="numbers").process(
             BufferingSink(threshold=7), "a long, b long", uid="buffer", parallelism=parallelism
         ).sink_to(sink, uid="out")
         return job

@@ -428,7 +428,7 @@ def test_file_source_with_a_transform_at_least_once(spark: SparkSession, tmp_pat
     job.enable_checkpointing(300, mode="at_least_once")
     sink = sinks.collect()
     (
-        job.from_source(sources.parquet_files(str(files)), uid="files")
+        job.from_source(sources.parquet_files(str(files), max_files_per_epoch=1), uid="files")
         .transform(lambda df: df.drop("seq"))
         .key_by("key")
         .process(KeyedAverage(), output_schema="key long, avg long", uid="avg")
@@ -492,7 +492,9 @@ def test_an_unbounded_file_source_picks_up_files_written_while_it_runs(
         pq.write_table(table, files / name)
 
     write("000.parquet", 1, 0)
-    source = sources.parquet_files(str(files), schema="key long, value long", bounded=False)
+    source = sources.parquet_files(
+        str(files), schema="key long, value long", max_files_per_epoch=1, bounded=False
+    )
     # At least once: each epoch's output is out when it ends, before any checkpoint covers it.
     job, sink = average_into_collect(spark, tmp_path, "unbounded", source, mode="at_least_once")
 
@@ -503,6 +505,76 @@ def test_an_unbounded_file_source_picks_up_files_written_while_it_runs(
     result = job.execute(max_epochs=2, on_epoch=after)
     assert result.epochs == 2
     assert sorted((r["key"], r["avg"]) for r in sink.rows) == [(1, 4), (2, 14)]
+
+
+def write_event_files(files: Path, count: int, rows: int) -> list[tuple[int, int]]:
+    """``count`` Parquet files of ``rows`` events each (``000.parquet`` ...): the events of
+    ``generator``'s sequence, in order, for ``KeyedAverage`` over 1,000 keys."""
+    files.mkdir()
+    events = []
+    for part in range(count):
+        ids = range(part * rows, (part + 1) * rows)
+        keys, values = [(i * 2654435761) % 1000 for i in ids], [i % 1000 for i in ids]
+        pq.write_table(pa.table({"key": keys, "value": values}), files / f"{part:03d}.parquet")
+        events.extend(zip(keys, values, strict=True))
+    return events
+
+
+def test_a_file_source_sizes_epochs_by_time_and_admits_files_up_to_its_budget(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    files = tmp_path / "files"
+    write_event_files(files, 6, 100)
+    size = (files / "000.parquet").stat().st_size
+    source = sources.parquet_files(str(files), schema="key long, value long")
+    first = source.plan(spark, None, 2)
+    assert first.position == {"last_file": "000.parquet"}, "nothing measured yet: one file"
+    assert (first.size, first.sized_by_budget) == (size, True)
+    # Two files fit the budget; the three after them are more than a quarter of it.
+    second = source.plan(spark, first.position, 2, budget=2 * size + size // 2)
+    assert second.position == {"last_file": "002.parquet"}
+    assert not second.exhausted
+    # Three files fit; the last one alone would be a small epoch, so it comes along.
+    third = source.plan(spark, second.position, 2, budget=4 * size)
+    assert third.position == {"last_file": "005.parquet"}
+    assert third.exhausted
+    assert third.frame is not None and third.frame.count() == 300
+    # A budget under one file still admits one.
+    assert source.plan(spark, None, 2, budget=1).position == {"last_file": "000.parquet"}
+    # A fixed count ignores the budget.
+    fixed = sources.parquet_files(str(files), schema="key long, value long", max_files_per_epoch=2)
+    assert fixed.plan(spark, None, 2, budget=100 * size).position == {"last_file": "001.parquet"}
+    with pytest.raises(InvalidArgumentError, match="max_files_per_epoch is 0"):
+        sources.parquet_files(str(files), max_files_per_epoch=0)
+
+
+def test_a_job_sizes_its_epochs_by_time_and_its_output_stays_exact(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Small files run in far less than the 1 s target: the first epoch reads one file,
+    # the next ones many, and exactly-once output covers every event once.
+    files = tmp_path / "files"
+    events = write_event_files(files, 40, 500)
+    source = sources.parquet_files(str(files), schema="key long, value long")
+    job, sink = average_into_collect(spark, tmp_path, "sized", source)
+    job.epoch_target_ms = 1_000
+    positions: list[str] = []
+    result = job.execute(on_epoch=lambda progress: positions.append(progress.position["last_file"]))
+    assert positions[0] == "000.parquet"
+    assert positions[-1] == "039.parquet"
+    data_epochs = sorted(set(positions))
+    assert len(data_epochs) < 20, f"epochs grew past two files: {data_epochs}"
+    want: Counter[tuple[int, int]] = Counter()
+    counts: dict[int, list[int]] = {}
+    for key, value in events:
+        acc = counts.setdefault(key, [0, 0])
+        acc[0] += 1
+        acc[1] += value
+        if acc[0] == 10:
+            want[(key, acc[1] // 10)] += 1
+            acc[0] = acc[1] = 0
+    assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
+    assert result.checkpoints, "checkpoints every 100 ms still complete"
 
 
 def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:

@@ -28,12 +28,13 @@ MAX_PARALLELISM = 128
 #: second run while the ceilings' median of five is their third: fewer runs
 #: would measure Weir in a colder JVM than the ceilings it is compared with.
 WEIR_REPEATS = 5
-#: The warm-up's events per file (as many files as a timed epoch reads, so the
-#: warm-up runs one epoch as large as a timed one) and keys: every key sees 100
-#: events a file, so windows fill and emit. A single small file left the
-#: executors of the local-cluster variant cold: the first timed run's first
-#: epoch took 3.2-3.3 s against 1.5-1.7 s in later runs, and its first
-#: checkpoint completed 2.3-2.5 s after its trigger (stop 25's probe).
+#: The warm-up's events per file (``files_per_trigger`` files, read in epochs
+#: sized by time as a timed run reads its files, so the warm-up's epochs grow to
+#: a timed run's size) and keys: every key sees 100 events a file, so windows
+#: fill and emit. A single small file left the executors of the local-cluster
+#: variant cold: the first timed run's first large epoch took 3.2-3.3 s against
+#: 1.5-1.7 s in later runs, and its checkpoint completed 2.3-2.5 s after its
+#: trigger (stop 25's probe).
 WARMUP_EVENTS_PER_FILE, WARMUP_KEYS = 100_000, 1_000
 
 
@@ -48,8 +49,10 @@ def run_weir_job(
     checkpoints every second (``None``: checkpointing off, output published at the end);
     time ``execute`` and read the published output back.
 
-    The source reads the same files as the Spark peers, ``files_per_trigger`` per epoch, with
-    the schema they are given too.
+    The source reads the same files as the Spark peers, with the schema they are given too,
+    in epochs sized by time (the file source's default: about one checkpoint interval of work
+    each, starting from one file), where the peers read ``files_per_trigger`` files per
+    micro-batch.
     """
     from weir.spark import StreamJob, sinks, sources
 
@@ -65,16 +68,13 @@ def run_weir_job(
         )
         if checkpoint_interval_ms is not None:
             job.enable_checkpointing(checkpoint_interval_ms)
-        source = sources.parquet_files(
-            str(events), schema=EVENT_DDL, max_files_per_epoch=ctx.params.files_per_trigger
-        )
+        source = sources.parquet_files(str(events), schema=EVENT_DDL)
         stream = job.from_source(source, uid="events")
         attach(stream.key_by("key")).sink_to(sinks.parquet_files(str(output)), uid="out")
         return job
 
     # Warm the session (JVM code generation in the driver and the executors,
-    # Python workers, the state host's first start) with one epoch of events,
-    # untimed: the ceilings are medians of warm runs. Its keys repeat, so it
+    # Python workers, the state host's first start) with 1M events, untimed: the ceilings are medians of warm runs. Its keys repeat, so it
     # emits output too: a Python worker's first Arrow conversion of output
     # imports pandas (about 0.2 s).
     warm_events, warm_output = ctx.work_dir / "warmup-events", ctx.work_dir / "warmup-out"

@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 
 from weir.config import CheckpointConfig, CheckpointingMode, StateBackend, TlsFiles
 from weir.exceptions import InvalidArgumentError
-from weir.spark import restart
+from weir.spark import epoch_sizing, restart
 from weir.spark.driver import SavepointRequest
 from weir.spark.graph import JobGraph, StatefulStep, Transform, check_parallelism, check_uids
 from weir.spark.shipping import ship_by_value
@@ -173,6 +173,10 @@ class StreamJob:
         tls: The job's TLS files (:class:`~weir.config.TlsFiles`), at the same
             paths on the driver and every executor: the coordinator serves
             HTTPS and state hosts serve TCP over TLS (see docs/deploy.md).
+        epoch_target_ms: How long an epoch aims to run when the source sizes
+            epochs by time (a file source without ``max_files_per_epoch``;
+            see :mod:`weir.spark.epoch_sizing`). Default: the checkpoint
+            interval, at most one second.
     """
 
     def __init__(
@@ -191,6 +195,7 @@ class StreamJob:
         checkpoint_storage_options: dict[str, str] | None = None,
         progress: bool = True,
         tls: TlsFiles | None = None,
+        epoch_target_ms: int | None = None,
     ) -> None:
         self.spark = spark
         self.name = name
@@ -206,6 +211,8 @@ class StreamJob:
         self.checkpoint_storage_options = dict(checkpoint_storage_options or {})
         self.progress = progress
         self.tls = tls
+        epoch_sizing.epoch_target_ms(epoch_target_ms, None)  # rejects a bad target now
+        self.epoch_target_ms = epoch_target_ms
         self.checkpoint_config: CheckpointConfig | None = None
         self._chain = _Chain()
         self._requests: list[SavepointRequest] = []

@@ -34,6 +34,7 @@ from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import _host
 from weir.spark import driver as d
 from weir.spark.epoch_plan import EpochPlanner, StepInput, learn_input
+from weir.spark.epoch_sizing import EpochSizer, budget_drifted, epoch_target_ms
 from weir.spark.progress import Progress
 from weir.spark.sinks import PartitionWriter, TaskWrittenSink
 from weir.spark.tasks import Barrier, HostAccess, OperatorSpec, OperatorTask
@@ -141,8 +142,11 @@ class Runner:
         """The planned input routed to the first step's subtasks, if built already."""
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="weir-plan")
         """Plans the next epoch's input while an epoch's Spark job runs."""
-        self.prefetch: tuple[Any, Future[tuple[EpochInput, DataFrame | None]]] | None = None
-        """The position the prefetched input starts after, and its planning and routing."""
+        self.prefetch: tuple[Any, int | None, Future[tuple[EpochInput, DataFrame | None]]] | None = None
+        """The position the prefetched input starts after, the budget it was planned with, and
+        its planning and routing."""
+        interval = job.checkpoint_config.interval_ms if job.checkpoint_config is not None else None
+        self.sizer = EpochSizer(epoch_target_ms(job.epoch_target_ms, interval) / 1000)
         self.tickets: dict[str, tuple[RestoreTicket, ...]] = {}
         self.restore_cut: int | None = None
         self.records = job.spark.sparkContext.accumulator(0)
@@ -391,8 +395,9 @@ class Runner:
     def plan_input(self) -> d.InputPlanned:
         generation_position = self.driver.generation.position if self.driver.generation else None
         started = time.perf_counter()
-        planned, routed = self.prefetched(generation_position) or (
-            self.plan_after(generation_position),
+        budget = self.sizer.budget()
+        planned, routed = self.prefetched(generation_position, budget) or (
+            self.plan_after(generation_position, budget),
             None,
         )
         self.plan_seconds = time.perf_counter() - started
@@ -400,10 +405,10 @@ class Runner:
         self.routed = routed if self.planned is not None else None
         return d.InputPlanned(planned.frame is not None, planned.position, planned.exhausted)
 
-    def plan_after(self, position: Any) -> EpochInput:
+    def plan_after(self, position: Any, budget: int | None) -> EpochInput:
         steps = self.graph.steps
         parallelism = steps[0].parallelism if steps else self.job.parallelism
-        return self.graph.source.plan(self.job.spark, position, parallelism)
+        return self.graph.source.plan(self.job.spark, position, parallelism, budget)
 
     def prefetch_next_input(self) -> None:
         """Plans the input after the running epoch's in the background, and routes it to the
@@ -414,24 +419,32 @@ class Runner:
         planned = self.planned
         if planned is None or planned.exhausted:
             return
-        future = self.background.submit(self.plan_and_route, planned.position)
-        self.prefetch = (planned.position, future)
+        budget = self.sizer.budget()
+        future = self.background.submit(self.plan_and_route, planned.position, budget)
+        self.prefetch = (planned.position, budget, future)
 
-    def plan_and_route(self, position: Any) -> tuple[EpochInput, DataFrame | None]:
-        planned = self.plan_after(position)
+    def plan_and_route(self, position: Any, budget: int | None) -> tuple[EpochInput, DataFrame | None]:
+        planned = self.plan_after(position, budget)
         routed = None if planned.frame is None else self.planner.routed(planned.frame)
         return planned, routed
 
-    def prefetched(self, position: Any) -> tuple[EpochInput, DataFrame | None] | None:
+    def prefetched(self, position: Any, budget: int | None) -> tuple[EpochInput, DataFrame | None] | None:
         """The prefetched input after ``position`` and its routing, if one was planned (else
-        ``None``: plan it now, which also reports whatever error planning it early met)."""
+        ``None``: plan it now, which also reports whatever error planning it early met).
+
+        The prefetch was planned before the running epoch's time was known: an input the
+        budget sized is planned again when the budget has since more than doubled or halved
+        (the first epochs of a job whose epochs are sized by time)."""
         prefetch, self.prefetch = self.prefetch, None
         if prefetch is None or prefetch[0] != position:
             return None
         try:
-            return prefetch[1].result()
+            planned = prefetch[2].result()
         except Exception:  # noqa: BLE001 - planned again on the spot, which raises it
             return None
+        if planned[0].sized_by_budget and budget_drifted(prefetch[1], budget):
+            return None
+        return planned
 
     def run_epoch(self, order: d.EpochOrder) -> d.EpochSucceeded | d.EpochFailed:
         frame = routed = None
@@ -463,7 +476,10 @@ class Runner:
             return d.EpochFailed(order.epoch, error)
         self.waterfall.tasks = dict(self.phases.value)
         self.check_every_subtask_ran(self.waterfall.tasks)
-        self.progress.epoch_ran(time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        if order.data and self.planned is not None:
+            self.sizer.observe(self.planned.size, elapsed)
+        self.progress.epoch_ran(elapsed)
         return d.EpochSucceeded(order.epoch)
 
     def task_writer(self, order: d.EpochOrder) -> PartitionWriter | None:

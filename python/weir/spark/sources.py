@@ -4,7 +4,15 @@ A source plans one epoch at a time: from a position (``None`` at the start)
 it returns the DataFrame of the epoch's records and the position after them.
 Positions are small JSON values stored in ``_metadata``; restoring a
 checkpoint rewinds the source to the position stored with it, and planning
-from the same position always yields the same records (replayable).
+from the same position always yields the same records (replayable) for as
+long as it admits the same amount.
+
+A source may size its epochs by time: the job passes a budget, how much
+input (in the source's own unit, bytes for files) the epochs so far ran in
+the job's epoch target (:mod:`weir.spark.epoch_sizing`), and the source
+admits about that much. Each checkpoint stores the position after the input
+actually admitted, so a restore replays from there whatever the next
+epoch's size.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import functions as F
+
+from weir.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,13 +43,20 @@ class EpochInput:
     """The source position after this epoch's records."""
     exhausted: bool
     """True when a bounded source has nothing left after this epoch."""
+    size: int = 0
+    """How much input the epoch admitted, in the unit of the budget (bytes for files)."""
+    sized_by_budget: bool = False
+    """True when the budget decided how much the epoch admits (another budget, another size)."""
 
 
 class Source(Protocol):
     """A replayable source (see the module docs)."""
 
-    def plan(self, spark: SparkSession, position: Position, parallelism: int) -> EpochInput:
-        """The records of the next epoch after ``position``."""
+    def plan(
+        self, spark: SparkSession, position: Position, parallelism: int, budget: int | None = None
+    ) -> EpochInput:
+        """The records of the next epoch after ``position``; a source that sizes its epochs by
+        time admits about ``budget`` (``None``: nothing measured yet), others ignore it."""
         ...
 
 
@@ -54,12 +71,19 @@ class FileSource:
     from the first epoch's files holds for the rest of the run, as Spark's
     streaming file source fixes its schema when a query starts (and no later
     epoch reads file footers again).
+
+    By default epochs are sized by time: the first epoch reads one file,
+    each later one files in name order up to the budget in bytes the job's
+    epoch target allows (at least one file), and the rest of the waiting
+    files too when they are under a quarter of the budget, rather than leave
+    a small epoch behind. ``max_files_per_epoch`` fixes the count instead, as
+    Spark's ``maxFilesPerTrigger`` does.
     """
 
     path: str
     format: str = "parquet"
     schema: StructType | str | None = None
-    max_files_per_epoch: int = 1
+    max_files_per_epoch: int | None = None
     bounded: bool = True
     """Bounded: the job ends when every file present is consumed."""
     options: dict[str, str] = field(default_factory=dict)
@@ -69,6 +93,13 @@ class FileSource:
     def _local_dir(self) -> str:
         return self.path.removeprefix("file://")
 
+    def __post_init__(self) -> None:
+        if self.max_files_per_epoch is not None and self.max_files_per_epoch < 1:
+            raise InvalidArgumentError(
+                f"max_files_per_epoch is {self.max_files_per_epoch}: give at least 1, or None to "
+                "size epochs by time"
+            )
+
     def _pending(self, after: str | None) -> list[str]:
         names = sorted(
             name
@@ -77,34 +108,61 @@ class FileSource:
         )
         return names
 
-    def plan(self, spark: SparkSession, position: Position, parallelism: int) -> EpochInput:
-        """Reads the next ``max_files_per_epoch`` files after ``position``."""
+    def _admitted(self, sizes: list[int], budget: int | None) -> int:
+        """How many of the waiting files (their sizes in name order) the epoch reads."""
+        if self.max_files_per_epoch is not None:
+            return min(len(sizes), self.max_files_per_epoch)
+        if budget is None:
+            return 1
+        count, total = 1, sizes[0]
+        while count < len(sizes) and total + sizes[count] <= budget:
+            total += sizes[count]
+            count += 1
+        if sum(sizes[count:]) * 4 <= budget:
+            return len(sizes)
+        return count
+
+    def plan(
+        self, spark: SparkSession, position: Position, parallelism: int, budget: int | None = None
+    ) -> EpochInput:
+        """Reads the next files after ``position``: ``max_files_per_epoch`` of them, or as
+        many as ``budget`` bytes allow (see the class docs)."""
         last = position["last_file"] if position else None
         pending = self._pending(last)
         if not pending:
             return EpochInput(None, position, self.bounded)
-        batch = pending[: self.max_files_per_epoch]
+        directory = self._local_dir()
+        sizes = [os.path.getsize(os.path.join(directory, name)) for name in pending]
+        admitted = self._admitted(sizes, budget)
+        batch = pending[:admitted]
         reader = spark.read.format(self.format).options(**self.options)
         schema = self.schema if self.schema is not None else self._inferred.get("schema")
         if schema is not None:
             reader = reader.schema(schema)
-        files = [os.path.join(self._local_dir(), name) for name in batch]
+        files = [os.path.join(directory, name) for name in batch]
         frame = reader.load(files)
         if schema is None:
             self._inferred["schema"] = frame.schema
         exhausted = self.bounded and len(pending) == len(batch)
-        return EpochInput(frame, {"last_file": batch[-1]}, exhausted)
+        return EpochInput(
+            frame,
+            {"last_file": batch[-1]},
+            exhausted,
+            sum(sizes[:admitted]),
+            sized_by_budget=self.max_files_per_epoch is None,
+        )
 
 
 def parquet_files(
     path: str,
     *,
     schema: StructType | str | None = None,
-    max_files_per_epoch: int = 1,
+    max_files_per_epoch: int | None = None,
     bounded: bool = True,
 ) -> FileSource:
-    """A directory of Parquet files, ``max_files_per_epoch`` files per epoch; without a
-    ``schema``, the first epoch's file footers give it (see :class:`FileSource`)."""
+    """A directory of Parquet files, in epochs sized by time or of ``max_files_per_epoch``
+    files; without a ``schema``, the first epoch's file footers give it (see
+    :class:`FileSource`)."""
     return FileSource(path, "parquet", schema, max_files_per_epoch, bounded)
 
 
@@ -113,7 +171,7 @@ def csv_files(
     schema: StructType | str,
     *,
     header: bool = True,
-    max_files_per_epoch: int = 1,
+    max_files_per_epoch: int | None = None,
     bounded: bool = True,
 ) -> FileSource:
     """A directory of CSV files with a fixed schema."""
@@ -122,7 +180,7 @@ def csv_files(
 
 
 def json_files(
-    path: str, schema: StructType | str, *, max_files_per_epoch: int = 1, bounded: bool = True
+    path: str, schema: StructType | str, *, max_files_per_epoch: int | None = None, bounded: bool = True
 ) -> FileSource:
     """A directory of JSON-lines files with a fixed schema."""
     return FileSource(path, "json", schema, max_files_per_epoch, bounded)
@@ -141,8 +199,10 @@ class GeneratorSource:
     keys: int = 100_000
     rows_per_epoch: int = 500_000
 
-    def plan(self, spark: SparkSession, position: Position, parallelism: int) -> EpochInput:
-        """Events ``[position, position + rows_per_epoch)``."""
+    def plan(
+        self, spark: SparkSession, position: Position, parallelism: int, budget: int | None = None
+    ) -> EpochInput:
+        """Events ``[position, position + rows_per_epoch)``, whatever the budget."""
         start = int(position["next"]) if position else 0
         if start >= self.total:
             return EpochInput(None, {"next": start}, True)
@@ -151,7 +211,7 @@ class GeneratorSource:
             ((F.col("id") * F.lit(2654435761)) % F.lit(self.keys)).alias("key"),
             (F.col("id") % F.lit(1000)).alias("value"),
         )
-        return EpochInput(frame, {"next": end}, end >= self.total)
+        return EpochInput(frame, {"next": end}, end >= self.total, end - start)
 
 
 def generator(total: int, *, keys: int = 100_000, rows_per_epoch: int = 500_000) -> GeneratorSource:
