@@ -530,22 +530,28 @@ def test_a_file_source_sizes_epochs_by_time_and_admits_files_up_to_its_budget(
     first = source.plan(spark, None, 2)
     assert first.position == {"last_file": "000.parquet"}, "nothing measured yet: one file"
     assert (first.size, first.sized_by_budget) == (size, True)
-    # Two files fit the budget; the three after them are more than a quarter of it.
+    # Two files fit the budget; the three after them are more than half of it.
     second = source.plan(spark, first.position, 2, budget=2 * size + size // 2)
     assert second.position == {"last_file": "002.parquet"}
     assert not second.exhausted
-    # Three files fit; the last one alone would be a small epoch, so it comes along.
-    third = source.plan(spark, second.position, 2, budget=4 * size)
+    # Two files fit; the last one alone would be a small epoch, so it comes along.
+    third = source.plan(spark, second.position, 2, budget=2 * size + size // 2)
     assert third.position == {"last_file": "005.parquet"}
     assert third.exhausted
     assert third.frame is not None and third.frame.count() == 300
     # A budget under one file still admits one.
     assert source.plan(spark, None, 2, budget=1).position == {"last_file": "000.parquet"}
+    # Before any epoch ran, the initial count.
+    started = sources.parquet_files(str(files), schema="key long, value long", initial_files_per_epoch=4)
+    assert started.plan(spark, None, 2).position == {"last_file": "003.parquet"}
+    assert started.plan(spark, None, 2, budget=size).position == {"last_file": "000.parquet"}
     # A fixed count ignores the budget.
     fixed = sources.parquet_files(str(files), schema="key long, value long", max_files_per_epoch=2)
     assert fixed.plan(spark, None, 2, budget=100 * size).position == {"last_file": "001.parquet"}
     with pytest.raises(InvalidArgumentError, match="max_files_per_epoch is 0"):
         sources.parquet_files(str(files), max_files_per_epoch=0)
+    with pytest.raises(InvalidArgumentError, match="initial_files_per_epoch is 0"):
+        sources.json_files(str(files), "key long", initial_files_per_epoch=0)
 
 
 def test_a_job_sizes_its_epochs_by_time_and_its_output_stays_exact(

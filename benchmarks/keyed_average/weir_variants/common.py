@@ -17,6 +17,7 @@ from benchmarks.keyed_average.workload import EVENT_DDL, event_table
 
 if TYPE_CHECKING:
     from benchmarks.keyed_average.registry import RunContext
+    from weir import StateBackend
     from weir.spark import DataStream, JobResult, KeyedStream
 
 #: docs/benchmarks.md: checkpointing on, every 1 s, to local storage.
@@ -28,9 +29,8 @@ MAX_PARALLELISM = 128
 #: second run while the ceilings' median of five is their third: fewer runs
 #: would measure Weir in a colder JVM than the ceilings it is compared with.
 WEIR_REPEATS = 5
-#: The warm-up's events per file (``files_per_trigger`` files, read in epochs
-#: sized by time as a timed run reads its files, so the warm-up's epochs grow to
-#: a timed run's size) and keys: every key sees 100 events a file, so windows
+#: The warm-up's events per file (``files_per_trigger`` files, a timed run's
+#: first epoch) and keys: every key sees 100 events a file, so windows
 #: fill and emit. A single small file left the executors of the local-cluster
 #: variant cold: the first timed run's first large epoch took 3.2-3.3 s against
 #: 1.5-1.7 s in later runs, and its checkpoint completed 2.3-2.5 s after its
@@ -41,7 +41,7 @@ WARMUP_EVENTS_PER_FILE, WARMUP_KEYS = 100_000, 1_000
 def run_weir_job(
     ctx: RunContext,
     name: str,
-    state_backend: str,
+    state_backend: StateBackend | str,
     attach: Callable[[KeyedStream], DataStream],
     checkpoint_interval_ms: int | None = CHECKPOINT_INTERVAL_MS,
 ) -> Outcome:
@@ -51,8 +51,7 @@ def run_weir_job(
 
     The source reads the same files as the Spark peers, with the schema they are given too,
     in epochs sized by time (the file source's default: about one checkpoint interval of work
-    each, starting from one file), where the peers read ``files_per_trigger`` files per
-    micro-batch.
+    each), starting from ``files_per_trigger`` files, the size of the peers' micro-batches.
     """
     from weir.spark import StreamJob, sinks, sources
 
@@ -68,13 +67,16 @@ def run_weir_job(
         )
         if checkpoint_interval_ms is not None:
             job.enable_checkpointing(checkpoint_interval_ms)
-        source = sources.parquet_files(str(events), schema=EVENT_DDL)
+        source = sources.parquet_files(
+            str(events), schema=EVENT_DDL, initial_files_per_epoch=ctx.params.files_per_trigger
+        )
         stream = job.from_source(source, uid="events")
         attach(stream.key_by("key")).sink_to(sinks.parquet_files(str(output)), uid="out")
         return job
 
     # Warm the session (JVM code generation in the driver and the executors,
-    # Python workers, the state host's first start) with 1M events, untimed: the ceilings are medians of warm runs. Its keys repeat, so it
+    # Python workers, the state host's first start) with one epoch of events,
+    # untimed: the ceilings are medians of warm runs. Its keys repeat, so it
     # emits output too: a Python worker's first Arrow conversion of output
     # imports pandas (about 0.2 s).
     warm_events, warm_output = ctx.work_dir / "warmup-events", ctx.work_dir / "warmup-out"

@@ -72,12 +72,13 @@ class FileSource:
     streaming file source fixes its schema when a query starts (and no later
     epoch reads file footers again).
 
-    By default epochs are sized by time: the first epoch reads one file,
-    each later one files in name order up to the budget in bytes the job's
-    epoch target allows (at least one file), and the rest of the waiting
-    files too when they are under a quarter of the budget, rather than leave
-    a small epoch behind. ``max_files_per_epoch`` fixes the count instead, as
-    Spark's ``maxFilesPerTrigger`` does.
+    By default epochs are sized by time: until one ran, an epoch reads
+    ``initial_files_per_epoch`` files (one unless set); each later one reads
+    files in name order up to the budget in bytes the job's epoch target
+    allows (at least one file), and the rest of the waiting files too when
+    they are under half the budget, rather than leave a small epoch behind.
+    ``max_files_per_epoch`` fixes the count instead, as Spark's
+    ``maxFilesPerTrigger`` does.
     """
 
     path: str
@@ -87,6 +88,8 @@ class FileSource:
     bounded: bool = True
     """Bounded: the job ends when every file present is consumed."""
     options: dict[str, str] = field(default_factory=dict)
+    initial_files_per_epoch: int = 1
+    """Epochs sized by time: the files an epoch reads before any epoch's time is known."""
     _inferred: dict[str, StructType] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The schema inferred from the first files read (``"schema"``), when none is given."""
 
@@ -98,6 +101,10 @@ class FileSource:
             raise InvalidArgumentError(
                 f"max_files_per_epoch is {self.max_files_per_epoch}: give at least 1, or None to "
                 "size epochs by time"
+            )
+        if self.initial_files_per_epoch < 1:
+            raise InvalidArgumentError(
+                f"initial_files_per_epoch is {self.initial_files_per_epoch}: give at least 1"
             )
 
     def _pending(self, after: str | None) -> list[str]:
@@ -113,12 +120,12 @@ class FileSource:
         if self.max_files_per_epoch is not None:
             return min(len(sizes), self.max_files_per_epoch)
         if budget is None:
-            return 1
+            return min(len(sizes), self.initial_files_per_epoch)
         count, total = 1, sizes[0]
         while count < len(sizes) and total + sizes[count] <= budget:
             total += sizes[count]
             count += 1
-        if sum(sizes[count:]) * 4 <= budget:
+        if sum(sizes[count:]) * 2 <= budget:
             return len(sizes)
         return count
 
@@ -159,11 +166,14 @@ def parquet_files(
     schema: StructType | str | None = None,
     max_files_per_epoch: int | None = None,
     bounded: bool = True,
+    initial_files_per_epoch: int = 1,
 ) -> FileSource:
-    """A directory of Parquet files, in epochs sized by time or of ``max_files_per_epoch``
-    files; without a ``schema``, the first epoch's file footers give it (see
-    :class:`FileSource`)."""
-    return FileSource(path, "parquet", schema, max_files_per_epoch, bounded)
+    """A directory of Parquet files, in epochs sized by time (starting from
+    ``initial_files_per_epoch`` files) or of ``max_files_per_epoch`` files; without a
+    ``schema``, the first epoch's file footers give it (see :class:`FileSource`)."""
+    return FileSource(
+        path, "parquet", schema, max_files_per_epoch, bounded, initial_files_per_epoch=initial_files_per_epoch
+    )
 
 
 def csv_files(
@@ -173,17 +183,25 @@ def csv_files(
     header: bool = True,
     max_files_per_epoch: int | None = None,
     bounded: bool = True,
+    initial_files_per_epoch: int = 1,
 ) -> FileSource:
-    """A directory of CSV files with a fixed schema."""
+    """A directory of CSV files with a fixed schema (epochs as for :func:`parquet_files`)."""
     options = {"header": "true" if header else "false"}
-    return FileSource(path, "csv", schema, max_files_per_epoch, bounded, options)
+    return FileSource(path, "csv", schema, max_files_per_epoch, bounded, options, initial_files_per_epoch)
 
 
 def json_files(
-    path: str, schema: StructType | str, *, max_files_per_epoch: int | None = None, bounded: bool = True
+    path: str,
+    schema: StructType | str,
+    *,
+    max_files_per_epoch: int | None = None,
+    bounded: bool = True,
+    initial_files_per_epoch: int = 1,
 ) -> FileSource:
-    """A directory of JSON-lines files with a fixed schema."""
-    return FileSource(path, "json", schema, max_files_per_epoch, bounded)
+    """A directory of JSON-lines files with a fixed schema (epochs as for :func:`parquet_files`)."""
+    return FileSource(
+        path, "json", schema, max_files_per_epoch, bounded, initial_files_per_epoch=initial_files_per_epoch
+    )
 
 
 @dataclass(frozen=True)
