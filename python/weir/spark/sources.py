@@ -17,6 +17,7 @@ epoch's size.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -115,19 +116,26 @@ class FileSource:
         )
         return names
 
-    def _admitted(self, sizes: list[int], budget: int | None) -> int:
-        """How many of the waiting files (their sizes in name order) the epoch reads."""
-        if self.max_files_per_epoch is not None:
-            return min(len(sizes), self.max_files_per_epoch)
-        if budget is None:
-            return min(len(sizes), self.initial_files_per_epoch)
-        count, total = 1, sizes[0]
-        while count < len(sizes) and total + sizes[count] <= budget:
-            total += sizes[count]
-            count += 1
-        if sum(sizes[count:]) * 2 <= budget:
-            return len(sizes)
-        return count
+    def _admitted(self, pending: list[str], budget: int | None) -> tuple[list[str], int]:
+        """The waiting files (in name order) the epoch reads, and their bytes. Only the files
+        the decision needs are looked at: a long backlog costs one more budget's worth."""
+        directory = self._local_dir()
+        sizes = (os.path.getsize(os.path.join(directory, name)) for name in pending)
+        if self.max_files_per_epoch is not None or budget is None:
+            fixed = self.max_files_per_epoch or self.initial_files_per_epoch
+            return pending[:fixed], sum(itertools.islice(sizes, fixed))
+        total = 0
+        for count, size in enumerate(sizes):
+            if count and total + size > budget:
+                rest = size
+                for more in sizes:
+                    if rest * 2 > budget:
+                        break
+                    rest += more
+                # The rest joins the epoch when it is under half a budget: no small epoch after.
+                return (pending, total + rest) if rest * 2 <= budget else (pending[:count], total)
+            total += size
+        return pending, total
 
     def plan(
         self, spark: SparkSession, position: Position, parallelism: int, budget: int | None = None
@@ -138,15 +146,12 @@ class FileSource:
         pending = self._pending(last)
         if not pending:
             return EpochInput(None, position, self.bounded)
-        directory = self._local_dir()
-        sizes = [os.path.getsize(os.path.join(directory, name)) for name in pending]
-        admitted = self._admitted(sizes, budget)
-        batch = pending[:admitted]
+        batch, size = self._admitted(pending, budget)
         reader = spark.read.format(self.format).options(**self.options)
         schema = self.schema if self.schema is not None else self._inferred.get("schema")
         if schema is not None:
             reader = reader.schema(schema)
-        files = [os.path.join(directory, name) for name in batch]
+        files = [os.path.join(self._local_dir(), name) for name in batch]
         frame = reader.load(files)
         if schema is None:
             self._inferred["schema"] = frame.schema
@@ -155,7 +160,7 @@ class FileSource:
             frame,
             {"last_file": batch[-1]},
             exhausted,
-            sum(sizes[:admitted]),
+            size,
             sized_by_budget=self.max_files_per_epoch is None,
         )
 
