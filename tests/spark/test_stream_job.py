@@ -436,16 +436,7 @@ def test_file_source_with_a_transform_at_least_once(spark: SparkSession, tmp_pat
     )
     result = job.execute()
     assert result.epochs >= 3, "one epoch per file"
-    want: Counter[tuple[int, int]] = Counter()
-    counts: dict[int, list[int]] = {}
-    for i in range(n):
-        acc = counts.setdefault((i * 2654435761) % 1000, [0, 0])
-        acc[0] += 1
-        acc[1] += i % 1000
-        if acc[0] == 10:
-            want[((i * 2654435761) % 1000, acc[1] // 10)] += 1
-            acc[0] = acc[1] = 0
-    assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
+    assert Counter((r["key"], r["avg"]) for r in sink.rows) == expected_pairs(n, 1000)
 
 
 def test_a_file_source_keeps_the_schema_of_its_first_files(spark: SparkSession, tmp_path: Path) -> None:
@@ -507,17 +498,14 @@ def test_an_unbounded_file_source_picks_up_files_written_while_it_runs(
     assert sorted((r["key"], r["avg"]) for r in sink.rows) == [(1, 4), (2, 14)]
 
 
-def write_event_files(files: Path, count: int, rows: int) -> list[tuple[int, int]]:
+def write_event_files(files: Path, count: int, rows: int) -> None:
     """``count`` Parquet files of ``rows`` events each (``000.parquet`` ...): the events of
-    ``generator``'s sequence, in order, for ``KeyedAverage`` over 1,000 keys."""
+    ``generator``'s sequence, in order, over 1,000 keys (``expected_pairs(count * rows, 1000)``)."""
     files.mkdir()
-    events = []
     for part in range(count):
         ids = range(part * rows, (part + 1) * rows)
         keys, values = [(i * 2654435761) % 1000 for i in ids], [i % 1000 for i in ids]
         pq.write_table(pa.table({"key": keys, "value": values}), files / f"{part:03d}.parquet")
-        events.extend(zip(keys, values, strict=True))
-    return events
 
 
 def test_a_file_source_sizes_epochs_by_time_and_admits_files_up_to_its_budget(
@@ -560,7 +548,7 @@ def test_a_job_sizes_its_epochs_by_time_and_its_output_stays_exact(
     # Small files run in far less than the 1 s target: the first epoch reads one file,
     # the next ones many, and exactly-once output covers every event once.
     files = tmp_path / "files"
-    events = write_event_files(files, 40, 500)
+    write_event_files(files, 40, 500)
     source = sources.parquet_files(str(files), schema="key long, value long")
     job, sink = average_into_collect(spark, tmp_path, "sized", source)
     job.epoch_target_ms = 1_000
@@ -570,16 +558,7 @@ def test_a_job_sizes_its_epochs_by_time_and_its_output_stays_exact(
     assert positions[-1] == "039.parquet"
     data_epochs = sorted(set(positions))
     assert len(data_epochs) < 20, f"epochs grew past two files: {data_epochs}"
-    want: Counter[tuple[int, int]] = Counter()
-    counts: dict[int, list[int]] = {}
-    for key, value in events:
-        acc = counts.setdefault(key, [0, 0])
-        acc[0] += 1
-        acc[1] += value
-        if acc[0] == 10:
-            want[(key, acc[1] // 10)] += 1
-            acc[0] = acc[1] = 0
-    assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
+    assert Counter((r["key"], r["avg"]) for r in sink.rows) == expected_pairs(40 * 500, 1000)
     assert result.checkpoints, "checkpoints every 100 ms still complete"
 
 
