@@ -37,7 +37,13 @@ from keyed_jobs import (  # noqa: E402
     state_host_pids,
 )
 
-from weir import BatchContext, RuntimeContext, ValueStateDescriptor, VectorizedKeyedFunction
+from weir import (
+    BatchContext,
+    KeyedProcessFunction,
+    RuntimeContext,
+    ValueStateDescriptor,
+    VectorizedKeyedFunction,
+)
 from weir.config import CheckpointConfig, StateBackend
 from weir.coordinator import Coordinator
 from weir.exceptions import CheckpointError, InvalidArgumentError
@@ -99,9 +105,10 @@ def average_into_collect(
     key_type: str = "long",
     transform: Callable[[DataFrame], DataFrame] | None = None,
     mode: str = "exactly_once",
+    function: KeyedProcessFunction | None = None,
 ) -> tuple[StreamJob, sinks.CollectSink]:
-    """``KeyedAverage`` of ``events`` (after ``transform``) into a collect sink, checkpointing
-    every 100 ms."""
+    """``function`` (``KeyedAverage`` unless given) of ``events`` (after ``transform``) into a
+    collect sink, checkpointing every 100 ms."""
     job = StreamJob(spark, name=name, checkpoint_dir=str(tmp_path / "ckpt"), parallelism=parallelism)
     job.enable_checkpointing(100, mode=mode)
     sink = sinks.collect()
@@ -109,7 +116,7 @@ def average_into_collect(
     if transform is not None:
         stream = stream.transform(transform)
     stream.key_by("key").process(
-        KeyedAverage(), output_schema=f"key {key_type}, avg long", uid="avg"
+        function or KeyedAverage(), output_schema=f"key {key_type}, avg long", uid="avg"
     ).sink_to(sink, uid="out")
     return job, sink
 
@@ -560,6 +567,28 @@ def test_a_job_sizes_its_epochs_by_time_and_its_output_stays_exact(
     assert len(data_epochs) < 20, f"epochs grew past two files: {data_epochs}"
     assert Counter((r["key"], r["avg"]) for r in sink.rows) == expected_pairs(40 * 500, 1000)
     assert result.checkpoints, "checkpoints every 100 ms still complete"
+
+
+def test_a_job_with_epochs_sized_by_time_recovers_exactly(spark: SparkSession, tmp_path: Path) -> None:
+    # A task fails once part-way through an epoch after the first checkpoint: the job
+    # restores the position stored with it and reads on in epochs of whatever size the
+    # budget then allows, and every event still counts once.
+    files = tmp_path / "files"
+    write_event_files(files, 40, 500)
+    marker, armed = tmp_path / "failed-once", tmp_path / "armed"
+    function = FailingOnce(KeyedAverage(), str(marker), after=1_000, armed_by=str(armed))
+    source = sources.parquet_files(str(files), schema="key long, value long")
+    job, sink = average_into_collect(spark, tmp_path, "sized-failure", source, function=function)
+    job.epoch_target_ms = 1_000  # epochs grow past the task's first 1,000 records
+
+    def arm(progress: EpochProgress) -> None:
+        if progress.checkpoints:
+            armed.touch()
+
+    result = job.execute(on_epoch=arm)
+    assert marker.exists(), "the injected failure happened"
+    assert result.restarts == 1
+    assert Counter((r["key"], r["avg"]) for r in sink.rows) == expected_pairs(40 * 500, 1000)
 
 
 def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:
