@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from keyed_average import expected
 
 from weir.spark import StreamJob, sinks, sources
@@ -44,6 +46,17 @@ def expected_pairs(n: int = N, keys: int = KEYS, start: int = 0) -> Counter[tupl
 
 
 EXPECTED = expected_pairs()
+
+
+def write_event_files(files: Path, count: int, rows: int, keys: int = 1_000) -> None:
+    """``count`` Parquet files of ``rows`` events each (``000.parquet`` ...): the events of
+    ``sources.generator``'s sequence over ``keys`` keys, in order
+    (``expected_pairs(count * rows, keys)``)."""
+    files.mkdir()
+    for part in range(count):
+        ids = range(part * rows, (part + 1) * rows)
+        table = pa.table({"key": [(i * 2654435761) % keys for i in ids], "value": [i % 1000 for i in ids]})
+        pq.write_table(table, files / f"{part:03d}.parquet")
 
 
 def keyed_average_job(

@@ -5,7 +5,10 @@ Faults: a task failure, a failure before the first checkpoint completed, a failu
 right after a savepoint completed, a state host killed with SIGKILL, a Python worker
 killed with SIGKILL, and the driver killed with SIGKILL (then restarted with
 ``restore="latest"``). Each run draws its backend, parallelism, checkpoint interval,
-epoch size and one or two faults from ``random.Random(seed)``.
+source and one or two faults from ``random.Random(seed)``. The source is the generator
+with a fixed epoch size, or Parquet files read in epochs sized by time (the file
+sources' default: epochs grow from one file towards the job's epoch target, so a
+restore resumes from a stored position into epochs of other sizes).
 
 ``WEIR_FAULT_RUNS`` (default 20) sets the number of runs and ``WEIR_FAULT_SEED`` the
 base seed; a failing run prints its seed and plan, so it can be replayed alone.
@@ -34,6 +37,7 @@ from keyed_jobs import (
     processes,
     published,
     state_host_pids,
+    write_event_files,
 )
 
 from weir.config import StateBackend
@@ -49,6 +53,11 @@ SEED = int(os.environ.get("WEIR_FAULT_SEED", "20261123"))
 N = 20_000
 KEYS = 2_000
 EXPECTED = expected_pairs(N, KEYS)
+FILES, ROWS_PER_FILE = 40, 500
+"""The file source's input: ``N`` events in files of 500 rows."""
+FILE_EPOCHS = 4
+"""Faults of a run over files are armed after epoch 1 or 2 (driver kills: 2): with an
+epoch target of 0.5-1 s its epochs grow from one file to a dozen, 4 to 20 epochs in all."""
 
 IN_PROCESS_FAULTS = ("task", "before-first-checkpoint", "after-savepoint", "host-kill", "worker-kill")
 KINDS = (*IN_PROCESS_FAULTS, "driver-kill")
@@ -64,7 +73,9 @@ class Plan:
     """``heap``, ``rocksdb``, or ``rocksdb-incremental`` (incremental checkpoints)."""
     parallelism: int
     interval_ms: int
-    rows_per_epoch: int
+    rows_per_epoch: int | None
+    """The generator's fixed epoch size; ``None``: Parquet files, epochs sized by time."""
+    epoch_target_ms: int
     faults: tuple[tuple[str, int], ...]
     """``(fault, epoch after which it is armed)``."""
     driver_kill: int | None
@@ -73,7 +84,8 @@ class Plan:
     @staticmethod
     def draw(seed: int, first: str) -> Plan:
         rng = random.Random(seed)
-        epochs = N // (rows := rng.choice([2_000, 2_500, 4_000]))
+        rows = rng.choice([2_000, 2_500, 4_000, None])
+        epochs = FILE_EPOCHS if rows is None else N // rows
         kinds = [first, *(rng.choice(IN_PROCESS_FAULTS) for _ in range(rng.randint(0, 1)))]
         faults = tuple(
             sorted((kind, rng.randint(1, max(1, epochs - 2))) for kind in kinds if kind != "driver-kill")
@@ -84,6 +96,7 @@ class Plan:
             parallelism=rng.choice([1, 2, 3]),
             interval_ms=rng.choice([100, 300, 1_000]),
             rows_per_epoch=rows,
+            epoch_target_ms=rng.choice([500, 1_000]),
             faults=faults,
             driver_kill=rng.randint(2, max(2, epochs - 2)) if first == "driver-kill" else None,
         )
@@ -96,16 +109,17 @@ class Faults:
         self.plan, self.job, self.tmp, self.name = plan, job, tmp, name
         self.arm = _arm(tmp)
         self.happened: list[str] = []
-        self.savepoint_asked = False
+        self.waiting = list(plan.faults)
 
     def on_epoch(self, progress: EpochProgress) -> None:
-        for fault, epoch in self.plan.faults:
-            if progress.epoch != epoch:
-                continue
+        # Each fault comes once, after the first epoch numbered at least its epoch: a
+        # restore can skip numbers (epochs begun by a failed attempt are not reused).
+        due = [(fault, epoch) for fault, epoch in self.waiting if progress.epoch >= epoch]
+        for fault, epoch in due:
+            self.waiting.remove((fault, epoch))
             if fault == "task" or fault == "before-first-checkpoint" and not progress.checkpoints:
                 self.arm.touch()
-            elif fault == "after-savepoint" and not self.savepoint_asked:
-                self.savepoint_asked = True
+            elif fault == "after-savepoint":
                 future = self.job.trigger_savepoint()
                 future.add_done_callback(lambda f: self.arm.touch() if f.exception() is None else None)
             elif fault == "host-kill":
@@ -129,9 +143,11 @@ def _arm(tmp: Path) -> Path:
     return tmp / "armed"
 
 
-def _failing(tmp: Path) -> FailingOnce:
-    """The keyed average, failing one task once after the arm file appears."""
-    return FailingOnce(KeyedAverage(), str(tmp / "failed"), after=300, armed_by=str(_arm(tmp)))
+def _failing(plan: Plan, tmp: Path) -> FailingOnce:
+    """The keyed average, failing one task once after the arm file appears (part-way
+    through a task's records: a one-file epoch gives a task of three 170 or so)."""
+    after = 300 if plan.rows_per_epoch is not None else 100
+    return FailingOnce(KeyedAverage(), str(tmp / "failed"), after=after, armed_by=str(_arm(tmp)))
 
 
 def _python_workers() -> list[int]:
@@ -154,9 +170,13 @@ def _job(spark: SparkSession, plan: Plan, tmp: Path, name: str, function: Any, *
         **options,
     )
     job.enable_checkpointing(plan.interval_ms)
-    job.from_source(sources.generator(N, keys=KEYS, rows_per_epoch=plan.rows_per_epoch), uid="events").key_by(
-        "key"
-    ).process(function, "key long, avg long", uid="avg").sink_to(
+    job.epoch_target_ms = plan.epoch_target_ms
+    source = (
+        sources.parquet_files(str(tmp / "files"), schema="key long, value long")
+        if plan.rows_per_epoch is None
+        else sources.generator(N, keys=KEYS, rows_per_epoch=plan.rows_per_epoch)
+    )
+    job.from_source(source, uid="events").key_by("key").process(function, "key long, avg long", uid="avg").sink_to(
         sinks.parquet_files(str(tmp / "out")), uid="out"
     )
     return job
@@ -232,12 +252,16 @@ def _kill_the_driver_then_restart(plan: Plan, tmp: Path) -> None:
 def test_random_faults_keep_the_output_exact(spark: SparkSession, tmp_path: Path, run: int) -> None:
     plan = Plan.draw(SEED + run, KINDS[run % len(KINDS)])
     print(f"{plan} (replay: WEIR_FAULT_SEED={SEED + run - run % len(KINDS)} with run {run % len(KINDS)})")
+    if plan.rows_per_epoch is None:
+        write_event_files(tmp_path / "files", FILES, ROWS_PER_FILE, keys=KEYS)
     if plan.driver_kill is not None:
         _kill_the_driver_then_restart(plan, tmp_path)
     else:
         name = f"campaign-{run}"
-        job = _job(spark, plan, tmp_path, name, _failing(tmp_path))
+        job = _job(spark, plan, tmp_path, name, _failing(plan, tmp_path))
         job.execute(on_epoch=Faults(plan, job, tmp_path, name).on_epoch)
+    if any(kind == "task" for kind, _ in plan.faults):
+        assert (tmp_path / "failed").exists(), f"{plan}: the task failure was never injected"
     got = published(spark, tmp_path / "out")
     assert sum(got.values()) == sum(EXPECTED.values()), f"{plan}: count"
     assert got == EXPECTED, f"{plan}: duplicated or missing averages"

@@ -35,6 +35,7 @@ from keyed_jobs import (  # noqa: E402
     expected_pairs,
     keyed_average_job,
     state_host_pids,
+    write_event_files,
 )
 
 from weir import (
@@ -503,16 +504,6 @@ def test_an_unbounded_file_source_picks_up_files_written_while_it_runs(
     result = job.execute(max_epochs=2, on_epoch=after)
     assert result.epochs == 2
     assert sorted((r["key"], r["avg"]) for r in sink.rows) == [(1, 4), (2, 14)]
-
-
-def write_event_files(files: Path, count: int, rows: int) -> None:
-    """``count`` Parquet files of ``rows`` events each (``000.parquet`` ...): the events of
-    ``generator``'s sequence, in order, over 1,000 keys (``expected_pairs(count * rows, 1000)``)."""
-    files.mkdir()
-    for part in range(count):
-        ids = range(part * rows, (part + 1) * rows)
-        keys, values = [(i * 2654435761) % 1000 for i in ids], [i % 1000 for i in ids]
-        pq.write_table(pa.table({"key": keys, "value": values}), files / f"{part:03d}.parquet")
 
 
 def test_a_file_source_sizes_epochs_by_time_and_admits_files_up_to_its_budget(
