@@ -176,9 +176,9 @@ def _job(spark: SparkSession, plan: Plan, tmp: Path, name: str, function: Any, *
         if plan.rows_per_epoch is None
         else sources.generator(N, keys=KEYS, rows_per_epoch=plan.rows_per_epoch)
     )
-    job.from_source(source, uid="events").key_by("key").process(function, "key long, avg long", uid="avg").sink_to(
-        sinks.parquet_files(str(tmp / "out")), uid="out"
-    )
+    keyed = job.from_source(source, uid="events").key_by("key")
+    averages = keyed.process(function, "key long, avg long", uid="avg")
+    averages.sink_to(sinks.parquet_files(str(tmp / "out")), uid="out")
     return job
 
 
