@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -560,7 +561,9 @@ def test_a_job_sizes_its_epochs_by_time_and_its_output_stays_exact(
     assert result.checkpoints, "checkpoints every 100 ms still complete"
 
 
-def test_a_job_with_epochs_sized_by_time_recovers_exactly(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_job_with_epochs_sized_by_time_recovers_exactly(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A task fails once part-way through an epoch after the first checkpoint: the job
     # restores the position stored with it and reads on in epochs of whatever size the
     # budget then allows, and every event still counts once.
@@ -580,6 +583,13 @@ def test_a_job_with_epochs_sized_by_time_recovers_exactly(spark: SparkSession, t
     assert marker.exists(), "the injected failure happened"
     assert result.restarts == 1
     assert Counter((r["key"], r["avg"]) for r in sink.rows) == expected_pairs(40 * 500, 1000)
+    # Progress counts what each epoch read, whole files: not what the failed attempt's
+    # finished task had counted as well.
+    err = capsys.readouterr().err
+    counts = [int(n.replace(",", "")) for n in re.findall(r"epoch \d+: ([\d,]+) records", err)]
+    assert len(counts) == result.epochs and all(n % 500 == 0 for n in counts), counts
+    total = int(re.findall(r"finished: \d+ epochs, ([\d,]+) records", err)[0].replace(",", ""))
+    assert total == sum(counts) >= 40 * 500
 
 
 def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession, tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ class Progress:
         self.enabled = enabled
         self.records = records
         self.records_before = 0
+        # What the finished tasks of failed epoch jobs counted: those epochs run again.
+        self.discarded = 0
         self.last_epoch_s = 0.0
 
     def log(self, message: str, *, debug: bool = False) -> None:
@@ -49,12 +51,19 @@ class Progress:
         where its time went at debug level."""
         if waterfall is not None:
             self.log(waterfall.render(), debug=True)
-        if not self.enabled:
-            return
         total = int(self.records.value)
         processed, self.records_before = total - self.records_before, total
+        if not self.enabled:
+            return
         summary = _checkpoint_summary(json.loads(coordinator.stats()))
         self.log(f"epoch {epoch}: {processed:,} records in {self.last_epoch_s:.2f}s{summary}")
+
+    def epoch_failed(self) -> None:
+        """An epoch's Spark job failed. Spark merged the counts of the job's tasks that
+        finished; the epoch runs again, so they are not progress."""
+        total = int(self.records.value)
+        self.discarded += total - self.records_before
+        self.records_before = total
 
     def summary(self, result: JobResult) -> None:
         """The end of the run: epochs, records, restarts, checkpoints."""
@@ -64,7 +73,7 @@ class Progress:
         durations = sorted(c["end_to_end_millis"] for c in history)
         typical = f", median end to end {durations[len(durations) // 2]} ms" if durations else ""
         self.log(
-            f"finished: {result.epochs} epochs, {int(self.records.value):,} records, "
+            f"finished: {result.epochs} epochs, {int(self.records.value) - self.discarded:,} records, "
             f"{result.restarts} restarts; checkpoints: {counts.get('completed', 0)} completed, "
             f"{counts.get('failed', 0)} failed{typical}"
         )

@@ -473,6 +473,7 @@ class Runner:
         except AnalysisException:
             raise
         except Exception as error:  # noqa: BLE001 - any task failure restores the job
+            self.progress.epoch_failed()
             return d.EpochFailed(order.epoch, error)
         self.waterfall.tasks = dict(self.phases.value)
         self.check_every_subtask_ran(self.waterfall.tasks)
