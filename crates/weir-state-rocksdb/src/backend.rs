@@ -915,6 +915,53 @@ mod tests {
         }
     }
 
+    /// A full snapshot's scan through a memtable holding several versions of
+    /// every row marks it for flush, so the rows written next go to a fresh
+    /// memtable; a scan through one version per row leaves the memtable alone.
+    #[test]
+    fn scans_through_deep_memtables_flush_them() {
+        let active_entries = |epochs: u64| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut b = open(dir.path());
+            let value = b
+                .register_state(
+                    &StateDescriptor::new("value", StateKind::Value, ValueType::Int64).expect("ok"),
+                )
+                .expect("ok");
+            // 1,000 rows per key group: a scan of one steps over 1,000 hidden
+            // versions per epoch after the first.
+            for e in 1..=epochs {
+                epoch(&mut b, e, 0..16_000, |b, k| {
+                    b.put_value(value, k, &e.to_be_bytes()).expect("put");
+                });
+                b.finalize_up_to(Epoch(e)).expect("finalize");
+            }
+            b.settle().expect("settle");
+            let scanned = dump(b.snapshot_sync().expect("snapshot").as_ref());
+            assert_eq!(scanned.len(), 16_000);
+            // RocksDB switches a marked memtable on the writes that follow.
+            for e in epochs + 1..=epochs + 2 {
+                epoch(&mut b, e, 0..1, |b, k| {
+                    b.put_value(value, k, b"next").expect("put");
+                });
+                b.finalize_up_to(Epoch(e)).expect("finalize");
+                b.settle().expect("settle");
+            }
+            let cf = b.db.cf_handle(&b.cf_names[0]).expect("state column family");
+            b.db.property_int_value_cf(&cf, "rocksdb.num-entries-active-mem-table")
+                .expect("property")
+                .expect("known")
+        };
+        assert!(
+            active_entries(4) <= 2,
+            "three hidden versions per row: flushed"
+        );
+        assert!(
+            active_entries(1) > 16_000,
+            "one version per row: not flushed"
+        );
+    }
+
     /// A bulk load that writes several files, with rows out of order and
     /// one row twice, holds what ingesting entry by entry holds.
     #[test]

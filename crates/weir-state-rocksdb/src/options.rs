@@ -145,6 +145,9 @@ impl RocksDbOptions {
             state.set_write_buffer_size(size);
         }
         state.set_merge_operator_associative("weir-list-concat", concat_lists);
+        let state = state
+            .get_options_from_string(SCAN_FLUSH_TRIGGERS)
+            .expect("RocksDB knows the scan flush triggers");
 
         EngineOptions {
             db,
@@ -153,6 +156,18 @@ impl RocksDbOptions {
         }
     }
 }
+
+/// When a state's memtable holds many versions of its rows, a full
+/// snapshot's scan steps over (or reseeks past) every older one: after 20
+/// epochs rewrote the same keys into one memtable, a third of the scan went
+/// to reseeking its skip list. RocksDB marks a memtable for flush (done on
+/// the next write, which keeps only the versions a live snapshot can read)
+/// once one step of an iterator skipped 1,000 hidden entries, or its steps
+/// between two seeks skipped at least 1,000, two per step on average. A
+/// state written once per key (loaded in one epoch) is never flushed for a
+/// scan. The crate has no setters for these, so RocksDB parses them.
+const SCAN_FLUSH_TRIGGERS: &str =
+    "memtable_op_scan_flush_trigger=1000;memtable_avg_op_scan_flush_trigger=2";
 
 /// Built RocksDB options.
 #[derive(Clone)]
