@@ -686,6 +686,16 @@ mod tests {
             .expect("open")
     }
 
+    fn register(
+        b: &mut RocksDbKeyedStateBackend,
+        name: &str,
+        kind: StateKind,
+        value_type: ValueType,
+    ) -> StateId {
+        b.register_state(&StateDescriptor::new(name, kind, value_type).expect("valid"))
+            .expect("registered")
+    }
+
     fn list(items: &[&[u8]]) -> Vec<u8> {
         let mut payload = Vec::new();
         for item in items {
@@ -847,11 +857,7 @@ mod tests {
     fn reads_see_final_epochs_once_while_and_after_they_are_folded() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut b = open(dir.path());
-        let items = b
-            .register_state(
-                &StateDescriptor::new("list", StateKind::List, ValueType::Int64).expect("ok"),
-            )
-            .expect("ok");
+        let items = register(&mut b, "list", StateKind::List, ValueType::Int64);
         let key = StateKey::new(KeyGroup(1), b"k");
         let mut expected: Vec<&[u8]> = Vec::new();
         for e in 1..=30u64 {
@@ -880,11 +886,7 @@ mod tests {
     fn large_folded_epochs_are_freed_on_the_fold_thread() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut b = open(&dir.path().join("db"));
-        let value = b
-            .register_state(
-                &StateDescriptor::new("value", StateKind::Value, ValueType::Binary).expect("ok"),
-            )
-            .expect("ok");
+        let value = register(&mut b, "value", StateKind::Value, ValueType::Binary);
         let rows = u32::try_from(FREE_INLINE_MAX_ROWS).expect("small") + 1;
         let group = |i: u32| KeyGroup(u16::try_from(i % MAX).expect("small"));
         b.begin_epoch(Epoch(1), Attempt(0)).expect("begin");
@@ -923,11 +925,7 @@ mod tests {
         let active_entries = |epochs: u64| {
             let dir = tempfile::tempdir().expect("tempdir");
             let mut b = open(dir.path());
-            let value = b
-                .register_state(
-                    &StateDescriptor::new("value", StateKind::Value, ValueType::Int64).expect("ok"),
-                )
-                .expect("ok");
+            let value = register(&mut b, "value", StateKind::Value, ValueType::Int64);
             // 1,000 rows per key group: a scan of one steps over 1,000 hidden
             // versions per epoch after the first.
             for e in 1..=epochs {

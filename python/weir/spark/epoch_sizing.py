@@ -91,8 +91,7 @@ class EpochSizer:
             earlier_size, earlier_seconds = self._earlier
             if seconds != earlier_seconds:
                 rate = (size - earlier_size) / (seconds - earlier_seconds)
-                fixed = seconds - size / rate if rate > 0 else seconds
-                if rate > 0 and 0 <= fixed < self.target_s:
+                if rate > 0 and 0 <= (fixed := seconds - size / rate) < self.target_s:
                     budget = min(max((self.target_s - fixed) * rate, simple), MAX_GROWTH * simple)
         return max(1, int(budget))
 
