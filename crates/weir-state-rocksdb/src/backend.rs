@@ -704,13 +704,15 @@ mod tests {
         payload
     }
 
-    fn dump(frozen: &dyn FrozenKeyedState) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
+    /// Every entry of `frozen`, in the order it visits them.
+    fn dump(frozen: &dyn FrozenKeyedState) -> Vec<String> {
+        let (mut out, mut seen) = (Vec::new(), BTreeSet::new());
         for kg in frozen.key_group_range().iter() {
             frozen
                 .for_each_entry(kg, &mut |e| {
                     let line = format!("{} {:?} {:?}", e.state.0, e.key, e.payload);
-                    assert!(out.insert(line), "an entry is visited once");
+                    assert!(seen.insert(line.clone()), "an entry is visited once");
+                    out.push(line);
                     Ok(())
                 })
                 .expect("scan");
@@ -735,7 +737,8 @@ mod tests {
 
     /// The merged view (a database snapshot plus final epochs not yet folded
     /// into it) holds exactly what the database holds once they are folded,
-    /// for every way a later epoch can change an earlier write.
+    /// for every way a later epoch can change an earlier write, and visits it
+    /// in the same (the rows') order.
     #[test]
     fn a_view_over_unfolded_epochs_equals_the_folded_database() {
         let dir = tempfile::tempdir().expect("tempdir");

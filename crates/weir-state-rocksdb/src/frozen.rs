@@ -8,7 +8,9 @@
 //! long as any view exists. This module only reads.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, btree_map};
+use std::iter::Peekable;
 use std::sync::Arc;
 
 use rocksdb::{ReadOptions, SnapshotWithThreadMode};
@@ -102,8 +104,10 @@ impl RocksDbFrozenState {
         self.snapshot.read_at(&mut read_options);
         let mut rows = db.raw_iterator_cf_opt(&cf, read_options);
         rows.seek_to_first();
+        // Both sides are sorted by row: one merge pass, rows in order, and no
+        // lookup per stored row (a tree search per row cost 6% of a scan).
         while let (Some(row), Some(value)) = (rows.key(), rows.value()) {
-            match pending.take(row) {
+            match pending.effect_on(row, visit_row)? {
                 Some(Effect::Put(value)) => visit_row(row, &value)?,
                 Some(Effect::Delete) => {}
                 Some(Effect::Append(items)) => visit_row(row, &[value, &items].concat())?,
@@ -115,15 +119,12 @@ impl RocksDbFrozenState {
         rows.status()
             .map_err(RocksDbError::engine("scan snapshot"))
             .map_err(StateError::from)?;
-        for (row, effect) in pending.effects {
-            match effect {
-                Effect::Put(value) | Effect::Append(value) => visit_row(row, &value)?,
-                Effect::Delete => {}
-            }
-        }
-        Ok(())
+        pending.rest(visit_row)
     }
 }
+
+/// Visits one row and its value.
+type VisitRow<'v> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'v;
 
 /// What the unfolded epochs did to one row, all of them together.
 enum Effect<'a> {
@@ -135,7 +136,8 @@ enum Effect<'a> {
 
 /// The unfolded epochs' writes to one state in one key group.
 struct PendingWrites<'a> {
-    effects: BTreeMap<&'a [u8], Effect<'a>>,
+    /// In row order.
+    effects: Peekable<btree_map::IntoIter<&'a [u8], Effect<'a>>>,
     /// Map row prefixes whose older entries are gone.
     cleared: BTreeSet<&'a [u8]>,
 }
@@ -179,12 +181,39 @@ impl<'a> PendingWrites<'a> {
                 effects.insert(row, effect);
             }
         }
-        Self { effects, cleared }
+        Self {
+            effects: effects.into_iter().peekable(),
+            cleared,
+        }
     }
 
-    /// The effect on `row`, which the caller then applies.
-    fn take(&mut self, row: &[u8]) -> Option<Effect<'a>> {
-        self.effects.remove(row)
+    /// The effect on the stored `row`, which the caller then applies, after
+    /// visiting the rows before it that only the epochs wrote. Stored rows
+    /// must come in ascending order.
+    fn effect_on(
+        &mut self,
+        row: &[u8],
+        visit_row: &mut VisitRow<'_>,
+    ) -> Result<Option<Effect<'a>>> {
+        while let Some((next, _)) = self.effects.peek() {
+            match (*next).cmp(row) {
+                Ordering::Less => {
+                    let (new, effect) = self.effects.next().expect("peeked");
+                    visit_written(new, effect, visit_row)?;
+                }
+                Ordering::Equal => return Ok(self.effects.next().map(|(_, effect)| effect)),
+                Ordering::Greater => break,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Visits the rows after the last stored one that the epochs wrote.
+    fn rest(self, visit_row: &mut VisitRow<'_>) -> Result<()> {
+        for (row, effect) in self.effects {
+            visit_written(row, effect, visit_row)?;
+        }
+        Ok(())
     }
 
     /// Whether a clear of the row's map entries hides the snapshot's `row`.
@@ -195,6 +224,14 @@ impl<'a> PendingWrites<'a> {
         let decoded = decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
         let prefix = &row[..row.len() - decoded.user_key.len()];
         Ok(self.cleared.contains(prefix))
+    }
+}
+
+/// Visits a row that no stored row holds: what the epochs wrote to it.
+fn visit_written(row: &[u8], effect: Effect<'_>, visit_row: &mut VisitRow<'_>) -> Result<()> {
+    match effect {
+        Effect::Put(value) | Effect::Append(value) => visit_row(row, &value),
+        Effect::Delete => Ok(()),
     }
 }
 

@@ -58,6 +58,58 @@ pub enum Compression {
     Lz4,
 }
 
+/// Compresses the blocks of one writer, one after another. It keeps zstd's
+/// context from block to block: a new one per block (allocating and clearing
+/// its tables) cost about 3% of a full upload's time.
+pub(crate) struct BlockCompressor {
+    compression: Compression,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl BlockCompressor {
+    pub(crate) fn new(compression: Compression) -> Self {
+        Self {
+            compression,
+            zstd: None,
+        }
+    }
+
+    /// Compresses one block of at most [`MAX_BLOCK_RAW_LEN`] bytes; the
+    /// result is never less than `raw.len() / MAX_EXPANSION` bytes.
+    pub(crate) fn compress(&mut self, raw: &[u8]) -> Vec<u8> {
+        // Compressing an in-memory slice only fails on allocation failure.
+        let fails = "in-memory zstd compression succeeds";
+        match self.compression {
+            Compression::None => raw.to_vec(),
+            Compression::Zstd => {
+                let zstd = match &mut self.zstd {
+                    Some(zstd) => zstd,
+                    empty => empty.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL).expect(fails)),
+                };
+                let mut stored = zstd.compress(raw).expect(fails);
+                pad_to_expansion_limit(&mut stored, raw.len());
+                stored
+            }
+            Compression::Lz4 => lz4_flex::block::compress(raw),
+        }
+    }
+}
+
+/// A copy compresses the same way, with a context of its own.
+impl Clone for BlockCompressor {
+    fn clone(&self) -> Self {
+        Self::new(self.compression)
+    }
+}
+
+impl std::fmt::Debug for BlockCompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("BlockCompressor")
+            .field(&self.compression)
+            .finish()
+    }
+}
+
 /// The raw bytes of one block, ready to be read entry by entry.
 pub(crate) enum RawBlock<'a> {
     /// Every raw byte at once: stored as is, or decompressed LZ4 (whose
@@ -88,18 +140,9 @@ impl Compression {
 
     /// Compresses one block of at most [`MAX_BLOCK_RAW_LEN`] bytes; the
     /// result is never less than `raw.len() / MAX_EXPANSION` bytes.
+    #[cfg(test)]
     pub(crate) fn compress(self, raw: &[u8]) -> Vec<u8> {
-        match self {
-            Compression::None => raw.to_vec(),
-            Compression::Zstd => {
-                // Compressing an in-memory slice only fails on allocation failure.
-                let mut stored = zstd::bulk::compress(raw, ZSTD_LEVEL)
-                    .expect("in-memory zstd compression succeeds");
-                pad_to_expansion_limit(&mut stored, raw.len());
-                stored
-            }
-            Compression::Lz4 => lz4_flex::block::compress(raw),
-        }
+        BlockCompressor::new(self).compress(raw)
     }
 
     /// Opens a block stored as `stored` that must expand to exactly

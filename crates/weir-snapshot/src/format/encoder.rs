@@ -10,8 +10,9 @@ use weir_state::{FrozenKeyedState, StateEntry};
 use weir_types::{KeyGroup, KeyGroupRange, StateKind};
 
 use super::block::{encode_entry, payload_fits};
+use super::compression::BlockCompressor;
 use super::layout::{encode_footer, encode_index, encode_prelude};
-use super::{BlockInfo, Compression, MAX_BLOCK_RAW_LEN, SnapshotHeader, parallel};
+use super::{BlockInfo, MAX_BLOCK_RAW_LEN, SnapshotHeader, parallel};
 use crate::error::{Result, SnapshotError};
 
 /// What was written, known once the file is finished.
@@ -44,7 +45,7 @@ pub(crate) struct KeyGroupBlock {
 pub(crate) struct BlockWriter {
     kinds: Vec<StateKind>,
     range: KeyGroupRange,
-    compression: Compression,
+    compressor: BlockCompressor,
     current: Option<(KeyGroup, u64)>,
     raw: Vec<u8>,
 }
@@ -54,7 +55,7 @@ impl BlockWriter {
         Self {
             kinds: header.descriptors.iter().map(|d| d.kind).collect(),
             range: header.key_group_range,
-            compression: header.compression,
+            compressor: BlockCompressor::new(header.compression),
             current: None,
             raw: Vec::new(),
         }
@@ -120,7 +121,7 @@ impl BlockWriter {
         }
         Ok(Some(KeyGroupBlock {
             key_group,
-            stored: self.compression.compress(&self.raw),
+            stored: self.compressor.compress(&self.raw),
             raw_length: self.raw.len() as u64,
             entries,
         }))
