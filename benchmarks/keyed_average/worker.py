@@ -64,7 +64,11 @@ def result_record(
         "peak_mem_mb": round(peak_mb, 1),
         "repeats": len(outcomes),
         "runs_wall_s": [o.wall_s for o in outcomes],
-        "extra": {**chosen.extra, **_every_run(outcomes, "checkpoint_e2e_ms")},
+        "extra": {
+            **chosen.extra,
+            **_every_run(outcomes, "checkpoint_e2e_ms"),
+            **_every_run(outcomes, "checkpoint_cost_pairs"),
+        },
         "error": None,
     }
 
