@@ -1027,4 +1027,40 @@ mod tests {
         assert_eq!(bulk, load(false).0);
         assert_eq!(read, Some(b"v1".to_vec()), "the later of two rows wins");
     }
+
+    /// The fold thread is a batch thread, so waking it inside a checkpoint's
+    /// pause does not take the core of the thread that is pausing.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_fold_thread_runs_as_a_batch_thread() {
+        const SCHED_BATCH: u32 = 3;
+        /// The scheduling policy (field 41 of `stat`) of this process's
+        /// fold threads.
+        fn fold_policies() -> Vec<u32> {
+            let tasks = std::fs::read_dir("/proc/self/task").expect("tasks");
+            tasks
+                .filter_map(|task| {
+                    let task = task.ok()?.path();
+                    let name = std::fs::read_to_string(task.join("comm")).ok()?;
+                    // Thread names are cut to 15 bytes.
+                    if !"weir-rocksdb-fold".starts_with(name.trim_end()) {
+                        return None;
+                    }
+                    let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+                    let after_name = &stat[stat.rfind(')')? + 2..];
+                    after_name.split(' ').nth(38)?.parse().ok()
+                })
+                .collect()
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _backend = open(dir.path());
+        // The thread switches itself as it starts.
+        let started = std::time::Instant::now();
+        let mut policies = fold_policies();
+        while !policies.contains(&SCHED_BATCH) && started.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            policies = fold_policies();
+        }
+        assert!(policies.contains(&SCHED_BATCH), "policies {policies:?}");
+    }
 }
