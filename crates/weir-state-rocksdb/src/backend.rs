@@ -1043,7 +1043,7 @@ mod tests {
                     let task = task.ok()?.path();
                     let name = std::fs::read_to_string(task.join("comm")).ok()?;
                     // Thread names are cut to 15 bytes.
-                    if !"weir-rocksdb-fold".starts_with(name.trim_end()) {
+                    if name.trim_end() != &"weir-rocksdb-fold"[..15] {
                         return None;
                     }
                     let stat = std::fs::read_to_string(task.join("stat")).ok()?;
