@@ -743,9 +743,8 @@ mod tests {
     fn a_view_over_unfolded_epochs_equals_the_folded_database() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut b = open(dir.path());
-        let d = |name: &str, kind| StateDescriptor::new(name, kind, ValueType::Int64).expect("ok");
-        let value = b.register_state(&d("value", StateKind::Value)).expect("ok");
-        let items = b.register_state(&d("list", StateKind::List)).expect("ok");
+        let value = register(&mut b, "value", StateKind::Value, ValueType::Int64);
+        let items = register(&mut b, "list", StateKind::List, ValueType::Int64);
         let map = b
             .register_state(
                 &StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("ok"),
