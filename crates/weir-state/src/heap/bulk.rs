@@ -16,14 +16,14 @@ use weir_types::KeyGroup;
 use crate::backend::StateId;
 use crate::bytes::SmallBytes;
 use crate::heap::data::StateData;
-use crate::heap::table::Slot;
+use crate::heap::table::RestoredSlot;
 
 /// The value entries of the key group being loaded, per state.
 #[derive(Debug, Default)]
 pub(crate) struct BulkLoad {
     key_group: Option<(KeyGroup, usize)>,
     /// Indexed by state id; emptied (keeping capacity) at each key group.
-    held: Vec<Vec<Slot<SmallBytes>>>,
+    held: Vec<Vec<RestoredSlot<SmallBytes>>>,
 }
 
 impl BulkLoad {
@@ -34,7 +34,7 @@ impl BulkLoad {
         data: &mut [StateData],
         state: StateId,
         (key_group, group): (KeyGroup, usize),
-        slot: Slot<SmallBytes>,
+        slot: RestoredSlot<SmallBytes>,
     ) {
         if self.key_group.is_some_and(|(held, _)| held != key_group) {
             self.insert(data);

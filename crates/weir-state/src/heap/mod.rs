@@ -133,7 +133,7 @@ impl HeapKeyedStateBackend {
         match &mut self.data[state.0 as usize] {
             StateData::Bytes(table) => {
                 if let Some(slot) = table.remove(group, k)
-                    && slot.tag != Some(epoch)
+                    && slot.tag() != Some(epoch)
                 {
                     log.push(Undo::removed_bytes(state, group, slot));
                 }
@@ -185,17 +185,17 @@ fn write_in_epoch(
     state: StateId,
     group: usize,
 ) {
-    if inserted || slot.tag != Some(epoch) {
+    if inserted || slot.tag() != Some(epoch) {
         log.push(Undo::Bytes {
             target: UndoTarget {
                 state: state.0 as usize,
                 group,
                 key: slot.owned_key(),
             },
-            old: (!inserted).then(|| (slot.payload.clone(), slot.tag)),
+            old: (!inserted).then(|| (slot.payload.clone(), slot.tag())),
         });
     }
-    slot.tag = Some(epoch);
+    slot.set_tag(Some(epoch));
 }
 
 /// The open epoch and its undo log (a function of two fields, so callers can
@@ -314,7 +314,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }
             (Ok(ValueUpdate::Remove), Some((epoch, log))) if !inserted => {
                 let slot = entry.remove();
-                if slot.tag != Some(epoch) {
+                if slot.tag() != Some(epoch) {
                     log.push(Undo::removed_bytes(state, group, slot));
                 }
             }
@@ -409,7 +409,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }),
         };
         log.extend(record);
-        slot.tag = Some(epoch);
+        slot.set_tag(Some(epoch));
         match slot.payload.get_mut(user_key) {
             Some(v) => {
                 v.value.clear();

@@ -46,67 +46,107 @@ impl<'a> SlotKey<'a> {
 }
 
 /// One entry: its key and namespace (concatenated, inline when short), the
-/// payload, and the epoch of its last write (`None` for restored entries).
+/// payload, and the epoch of its last write (none for restored entries).
+///
+/// Kept small (80 bytes for byte payloads): the tables hold slots inline, so
+/// a snapshot's walk and a restore move memory in proportion to the slot's
+/// size, and so does the backend's footprint. The hash is therefore not
+/// stored (it is computed again when a bucket grows or splits) and the tag
+/// is a bare number.
 #[derive(Debug, Clone)]
 pub(crate) struct Slot<P> {
     bytes: SmallBytes,
-    key_len: usize,
-    hash: u64,
     /// The stored data.
     pub(crate) payload: P,
-    /// The epoch that last wrote the entry; `None` when it came from a restore.
-    pub(crate) tag: Option<Epoch>,
+    /// The epoch that last wrote the entry, or [`UNTAGGED`].
+    tag: u64,
+    key_len: u32,
 }
+
+/// The tag of an entry no epoch wrote (a restored one). Epochs count up from
+/// zero, one per micro-epoch, so none reaches it.
+const UNTAGGED: u64 = u64::MAX;
 
 impl<P> Slot<P> {
     fn new(k: SlotKey<'_>, payload: P, tag: Option<Epoch>) -> Self {
         let mut bytes = SmallBytes::from_slice(k.key);
         bytes.extend(k.namespace);
-        Self {
+        let mut slot = Self {
             bytes,
-            key_len: k.key.len(),
-            hash: k.hash,
             payload,
-            tag,
-        }
+            tag: UNTAGGED,
+            key_len: u32::try_from(k.key.len()).expect("keys are shorter than 4 GiB"),
+        };
+        slot.set_tag(tag);
+        slot
+    }
+
+    /// The epoch that last wrote the entry; `None` when it came from a restore.
+    pub(crate) fn tag(&self) -> Option<Epoch> {
+        (self.tag != UNTAGGED).then_some(Epoch(self.tag))
+    }
+
+    /// Records `tag` as the epoch that last wrote the entry.
+    pub(crate) fn set_tag(&mut self, tag: Option<Epoch>) {
+        debug_assert_ne!(tag, Some(Epoch(UNTAGGED)), "an epoch past every real one");
+        self.tag = tag.map_or(UNTAGGED, |epoch| epoch.0);
+    }
+
+    /// The payload and the tag, the entry dropped.
+    pub(crate) fn into_payload_and_tag(self) -> (P, Option<Epoch>) {
+        let tag = self.tag();
+        (self.payload, tag)
+    }
+
+    /// The hash of the entry's key and namespace.
+    fn hash(&self) -> u64 {
+        SlotKey::new(self.key(), self.namespace()).hash
     }
 
     /// A restored entry (no epoch wrote it) at `k`.
-    pub(crate) fn restored(k: SlotKey<'_>, payload: P) -> Self {
-        Self::new(k, payload, None)
+    pub(crate) fn restored(k: SlotKey<'_>, payload: P) -> RestoredSlot<P> {
+        RestoredSlot {
+            hash: k.hash,
+            slot: Self::new(k, payload, None),
+        }
     }
 
     /// The encoded key.
     pub(crate) fn key(&self) -> &[u8] {
-        &self.bytes[..self.key_len]
+        &self.bytes[..self.key_len as usize]
     }
 
     /// The encoded namespace.
     pub(crate) fn namespace(&self) -> &[u8] {
-        &self.bytes[self.key_len..]
+        &self.bytes[self.key_len as usize..]
     }
 
     /// The address of this entry, to find it again later (undo logs).
     pub(crate) fn owned_key(&self) -> OwnedSlotKey {
         OwnedSlotKey {
             bytes: self.bytes.clone(),
-            key_len: self.key_len,
-            hash: self.hash,
+            key_len: self.key_len as usize,
+            hash: self.hash(),
         }
     }
 
     #[inline]
     fn matches(&self, k: SlotKey<'_>) -> bool {
-        self.hash == k.hash && self.key() == k.key && self.namespace() == k.namespace
+        self.key() == k.key && self.namespace() == k.namespace
     }
 
-    fn slot_key(&self) -> SlotKey<'_> {
-        SlotKey {
-            key: self.key(),
-            namespace: self.namespace(),
-            hash: self.hash,
-        }
+    /// Whether `other` has the same key and namespace.
+    fn same_address(&self, other: &Self) -> bool {
+        self.key_len == other.key_len && self.bytes[..] == other.bytes[..]
     }
+}
+
+/// A restored entry held for [`StateTable::extend_group`], with the hash its
+/// key was looked up by (a slot does not keep it; restores would hash twice).
+#[derive(Debug)]
+pub(crate) struct RestoredSlot<P> {
+    hash: u64,
+    slot: Slot<P>,
 }
 
 /// A [`SlotKey`] that owns its bytes (kept in undo logs).
@@ -170,8 +210,9 @@ impl<P: Clone> GroupTable<P> {
         let mut tables: Vec<Bucket<P>> = (0..count).map(|_| HashTable::new()).collect();
         for bucket in old {
             for slot in Arc::unwrap_or_clone(bucket) {
-                let i = (slot.hash >> 32) as usize & (count - 1);
-                tables[i].insert_unique(slot.hash, slot, |s| s.hash);
+                let hash = slot.hash();
+                let i = (hash >> 32) as usize & (count - 1);
+                tables[i].insert_unique(hash, slot, Slot::hash);
             }
         }
         self.buckets = tables.into_iter().map(Arc::new).collect();
@@ -188,7 +229,7 @@ impl<P: Clone> GroupTable<P> {
         let share = len.div_ceil(self.buckets.len());
         for bucket in &mut self.buckets {
             let bucket = Arc::make_mut(bucket);
-            bucket.reserve(share.saturating_sub(bucket.len()), |s| s.hash);
+            bucket.reserve(share.saturating_sub(bucket.len()), Slot::hash);
         }
     }
 
@@ -279,7 +320,7 @@ impl<P: Clone> StateTable<P> {
         // Borrow the bucket and the count apart: inserts and removals update both.
         let GroupTable { buckets, len } = g;
         let bucket = Arc::make_mut(&mut buckets[i]);
-        match bucket.entry(k.hash, |s| s.matches(k), |s| s.hash) {
+        match bucket.entry(k.hash, |s| s.matches(k), Slot::hash) {
             Entry::Occupied(entry) => SlotEntry {
                 entry,
                 len,
@@ -302,11 +343,11 @@ impl<P: Clone> StateTable<P> {
         let i = g.bucket_index(k.hash);
         // Borrow the bucket and the count apart: a vacant entry updates both.
         let bucket = Arc::make_mut(&mut g.buckets[i]);
-        match bucket.entry(k.hash, |s| s.matches(k), |s| s.hash) {
+        match bucket.entry(k.hash, |s| s.matches(k), Slot::hash) {
             Entry::Occupied(mut o) => {
                 let slot = o.get_mut();
                 slot.payload = payload;
-                slot.tag = tag;
+                slot.set_tag(tag);
             }
             Entry::Vacant(v) => {
                 g.len += 1;
@@ -320,15 +361,15 @@ impl<P: Clone> StateTable<P> {
     pub(crate) fn extend_group(
         &mut self,
         group: usize,
-        slots: impl ExactSizeIterator<Item = Slot<P>>,
+        slots: impl ExactSizeIterator<Item = RestoredSlot<P>>,
     ) {
         let g = Arc::make_mut(&mut self.groups[group]);
         g.reserve(slots.len());
-        for slot in slots {
-            let hash = slot.hash;
+        for RestoredSlot { hash, slot } in slots {
             let i = g.bucket_index(hash);
+            // Borrow the bucket and the count apart: a vacant entry updates both.
             let bucket = Arc::make_mut(&mut g.buckets[i]);
-            match bucket.entry(hash, |s| s.matches(slot.slot_key()), |s| s.hash) {
+            match bucket.entry(hash, |s| s.same_address(&slot), Slot::hash) {
                 Entry::Occupied(mut o) => *o.get_mut() = slot,
                 Entry::Vacant(v) => {
                     g.len += 1;
@@ -380,6 +421,20 @@ mod tests {
 
     fn key(i: u32) -> Vec<u8> {
         i.to_le_bytes().to_vec()
+    }
+
+    #[test]
+    fn a_slot_of_bytes_takes_80_bytes() {
+        assert_eq!(std::mem::size_of::<Slot<SmallBytes>>(), 80);
+    }
+
+    #[test]
+    fn tags_round_trip_and_restored_entries_have_none() {
+        let mut slot = Slot::restored(SlotKey::new(b"k", b""), 0_u8).slot;
+        assert_eq!(slot.tag(), None);
+        slot.set_tag(Some(Epoch(7)));
+        assert_eq!(slot.tag(), Some(Epoch(7)));
+        assert_eq!(slot.into_payload_and_tag(), (0, Some(Epoch(7))));
     }
 
     #[test]

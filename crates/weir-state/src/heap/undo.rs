@@ -67,7 +67,7 @@ impl Undo {
     pub(crate) fn removed_bytes(state: StateId, group: usize, slot: Slot<SmallBytes>) -> Self {
         Undo::Bytes {
             target: UndoTarget::of(state, group, &slot),
-            old: Some((slot.payload, slot.tag)),
+            old: Some(slot.into_payload_and_tag()),
         }
     }
 
@@ -76,7 +76,7 @@ impl Undo {
     pub(crate) fn removed_map(state: StateId, group: usize, slot: Slot<UserMap>) -> Self {
         Undo::Map {
             target: UndoTarget::of(state, group, &slot),
-            old: Some((slot.payload, slot.tag)),
+            old: Some(slot.into_payload_and_tag()),
         }
     }
 
