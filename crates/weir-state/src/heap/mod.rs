@@ -187,11 +187,7 @@ fn write_in_epoch(
 ) {
     if inserted || slot.tag() != Some(epoch) {
         log.push(Undo::Bytes {
-            target: UndoTarget {
-                state: state.0 as usize,
-                group,
-                key: slot.owned_key(),
-            },
+            target: UndoTarget::of(state, group, slot),
             old: (!inserted).then(|| (slot.payload.clone(), slot.tag())),
         });
     }
@@ -390,11 +386,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             SlotKey::new(key.key, key.namespace),
             UserMap::default,
         );
-        let target = || UndoTarget {
-            state: state.0 as usize,
-            group,
-            key: slot.owned_key(),
-        };
+        let target = || UndoTarget::of(state, group, slot);
         // A new map is undone whole, which covers its user entries too.
         let record = match slot.payload.get(user_key) {
             _ if inserted => Some(Undo::Map {
@@ -444,11 +436,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             return Ok(());
         }
         let slot = table.get_mut(group, k).expect("the entry was just found");
-        let target = UndoTarget {
-            state: state.0 as usize,
-            group,
-            key: slot.owned_key(),
-        };
+        let target = UndoTarget::of(state, group, slot);
         if let Some((user_key, old)) = slot.payload.remove_entry(user_key)
             && old.tag != Some(epoch)
         {

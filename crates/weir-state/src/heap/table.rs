@@ -126,7 +126,6 @@ impl<P> Slot<P> {
         OwnedSlotKey {
             bytes: self.bytes.clone(),
             key_len: self.key_len as usize,
-            hash: self.hash(),
         }
     }
 
@@ -149,23 +148,20 @@ pub(crate) struct RestoredSlot<P> {
     slot: Slot<P>,
 }
 
-/// A [`SlotKey`] that owns its bytes (kept in undo logs).
+/// A [`SlotKey`] that owns its bytes (kept in undo logs). It keeps no hash:
+/// every epoch's first write to an entry makes one, and only a discarded
+/// epoch looks its entries up again.
 #[derive(Debug, Clone)]
 pub(crate) struct OwnedSlotKey {
     bytes: SmallBytes,
     key_len: usize,
-    hash: u64,
 }
 
 impl OwnedSlotKey {
     /// Borrows it as a lookup key.
     pub(crate) fn as_key(&self) -> SlotKey<'_> {
         let (key, namespace) = self.bytes.split_at(self.key_len);
-        SlotKey {
-            key,
-            namespace,
-            hash: self.hash,
-        }
+        SlotKey::new(key, namespace)
     }
 }
 
@@ -207,7 +203,12 @@ impl<P: Clone> GroupTable<P> {
     fn split(&mut self) {
         let old = std::mem::take(&mut self.buckets);
         let count = old.len() * 2;
-        let mut tables: Vec<Bucket<P>> = (0..count).map(|_| HashTable::new()).collect();
+        // Sized for their share, so filling them rehashes nothing (slots keep
+        // no hash).
+        let share = self.len.div_ceil(count);
+        let mut tables: Vec<Bucket<P>> = (0..count)
+            .map(|_| HashTable::with_capacity(share))
+            .collect();
         for bucket in old {
             for slot in Arc::unwrap_or_clone(bucket) {
                 let hash = slot.hash();

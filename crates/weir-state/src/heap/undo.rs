@@ -24,7 +24,8 @@ pub(crate) struct UndoTarget {
 }
 
 impl UndoTarget {
-    fn of<P>(state: StateId, group: usize, slot: &Slot<P>) -> Self {
+    /// The target of `slot`, in key group index `group` of `state`.
+    pub(crate) fn of<P>(state: StateId, group: usize, slot: &Slot<P>) -> Self {
         Self {
             state: state.0 as usize,
             group,
