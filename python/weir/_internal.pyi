@@ -185,6 +185,7 @@ def run_host(
     poll_ms: int = 200,
     listen: str | None = None,
     tls: TlsFiles | None = None,
+    remove_empty_parent: bool = False,
 ) -> int: ...
 def connect_host(
     directory: str | PathLike[str],
@@ -206,6 +207,7 @@ def connect_host(
     owner_address: str | None = None,
     tls: TlsFiles | None = None,
     start_host: bool = True,
+    remove_empty_parent: bool = False,
 ) -> Session: ...
 def start_host(
     directory: str | PathLike[str],
@@ -215,6 +217,7 @@ def start_host(
     owner_pid: int | None,
     listen: str | None = None,
     tls: TlsFiles | None = None,
+    remove_empty_parent: bool = False,
 ) -> str: ...
 def host_address(session: Session) -> str | None: ...
 def shutdown_host(

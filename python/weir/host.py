@@ -9,7 +9,9 @@ executors (the bound address is written to ``<dir>/address``). It runs
 snapshot uploads in the background and lives as long as its job: it exits
 when its owner process (the Spark executor) is gone, on SIGTERM or SIGINT, or
 when the driver calls :func:`shutdown`, and removes its socket, address file
-and working files on the way out. The serving loop is the Rust
+and working files on the way out; leaving because its owner is gone or on
+shutdown, its directory too (a signal leaves the directory and its log). The
+serving loop is the Rust
 ``weir_host::server``; Python only parses the command line. The job token
 comes in the ``WEIR_HOST_TOKEN`` environment variable, never on the command
 line (which every user can read).
@@ -117,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     tls.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain this host presents")
     tls.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
     tls.add_argument("--tls-server-name", default=None, help="the name clients expect in certificates")
+    parser.add_argument(
+        "--remove-empty-parent",
+        action="store_true",
+        help="on shutdown (the end of the job), also remove the directory's parent if it is left empty",
+    )
     args = parser.parse_args(argv)
     files = (args.tls_ca, args.tls_cert, args.tls_key)
     if any(files) and not all(files):
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             poll_ms=args.poll_millis,
             listen=args.listen,
             tls=TlsFiles(*files, server_name=args.tls_server_name) if all(files) else None,
+            remove_empty_parent=args.remove_empty_parent,
         )
     )
 

@@ -247,25 +247,26 @@ def run_batches(keys_of: list[tuple[KeysOf, KeysOf | None]]) -> tuple[list[dict[
     from weir import _internal
     from weir.runtime import OperatorRunner
 
-    operator = _internal.LocalOperator("totals", 1, 128, "heap", tempfile.mkdtemp(prefix="weir-keys-"))
-    session = operator.session(0)
-    session.begin(1, 0, None)
-    runner = OperatorRunner(Totals(), session)
-    runner.open()
-    rows = []
-    parts = [[("eu", 1, 5), ("us", 1, 7), ("eu", 2, 1)], [("eu", 1, 2), ("us", 2, 3)]]
-    for part, (keys, groups) in zip(parts, keys_of, strict=True):
-        region, user, value = zip(*part, strict=True)
-        data = pa.RecordBatch.from_arrays(
-            [pa.array(region), pa.array(user, pa.int32()), pa.array(value, pa.int64())],
-            names=["region", "user", "value"],
-        )
-        out = runner.process_arrow(data, keys(data), None if groups is None else groups(data))
-        rows += pa.Table.from_batches([out]).to_pylist()
-    state = runner.read_keyed_state("total", ("eu", 1))
-    runner.close()
-    session.commit(1, 0)
-    operator.close()
+    with tempfile.TemporaryDirectory(prefix="weir-keys-") as work:
+        operator = _internal.LocalOperator("totals", 1, 128, "heap", work)
+        session = operator.session(0)
+        session.begin(1, 0, None)
+        runner = OperatorRunner(Totals(), session)
+        runner.open()
+        rows = []
+        parts = [[("eu", 1, 5), ("us", 1, 7), ("eu", 2, 1)], [("eu", 1, 2), ("us", 2, 3)]]
+        for part, (keys, groups) in zip(parts, keys_of, strict=True):
+            region, user, value = zip(*part, strict=True)
+            data = pa.RecordBatch.from_arrays(
+                [pa.array(region), pa.array(user, pa.int32()), pa.array(value, pa.int64())],
+                names=["region", "user", "value"],
+            )
+            out = runner.process_arrow(data, keys(data), None if groups is None else groups(data))
+            rows += pa.Table.from_batches([out]).to_pylist()
+        state = runner.read_keyed_state("total", ("eu", 1))
+        runner.close()
+        session.commit(1, 0)
+        operator.close()
     return rows, state
 
 

@@ -146,7 +146,37 @@ fn sigterm_and_sigint_end_a_host_cleanly() {
                 left.display()
             );
         }
+        // Whoever sent the signal may want to read why: the directory stays.
+        assert!(dir.host_lock().exists(), "{signal}: the directory stays");
     }
+}
+
+// Regression (leaks): hosts left their directories (lock, spawn lock, log)
+// and the run's directory of them behind, one per executor and run; on a
+// machine without the driver nothing removed them.
+#[test]
+fn a_host_leaving_for_good_removes_its_directory_and_the_emptied_run_directory() {
+    let (tmp, _) = host_dir();
+    let run = tmp.path().join("run");
+    let executors = [run.join("a-1"), run.join("b-2")];
+    let leaving = HostOptions {
+        remove_empty_parent: true,
+        ..options()
+    };
+    let pids: Vec<u32> = executors
+        .iter()
+        .map(|dir| ensure_host(dir, TOKEN, &leaving).expect("a host").pid)
+        .collect();
+    let first = HostDir::new(&executors[0]);
+    assert!(first.log().exists() && first.spawn_lock().exists());
+    connect(&executors[0]).shutdown().expect("shuts down");
+    assert!(wait_gone(pids[0], Duration::from_secs(30)));
+    assert!(!executors[0].exists(), "its directory is removed");
+    assert!(run.exists(), "the run's directory holds the other host's");
+    connect(&executors[1]).shutdown().expect("shuts down");
+    assert!(wait_gone(pids[1], Duration::from_secs(30)));
+    assert!(!run.exists(), "the last host removes the run's directory");
+    assert!(tmp.path().exists(), "and nothing above it");
 }
 
 // Regression (leaks): a host that failed after binding its socket left the
@@ -206,7 +236,11 @@ fn a_host_exits_when_its_owner_is_gone() {
         .spawn()
         .expect("starts an owner");
     let owner_pid = owner.id();
-    let host = Host::start_with(&["--owner-pid", &owner_pid.to_string()]);
+    let host = Host::start_with(&[
+        "--owner-pid",
+        &owner_pid.to_string(),
+        "--remove-empty-parent",
+    ]);
     let host_pid = host.connect().host_pid();
     owner.kill().expect("kills the owner");
     owner.wait().expect("reaps the owner");
@@ -214,7 +248,12 @@ fn a_host_exits_when_its_owner_is_gone() {
     let status = wait_child(&mut host.child, Duration::from_secs(30)).expect("the host exits");
     assert!(status.success(), "{status}");
     assert_eq!(host.child.id(), host_pid);
-    assert!(!HostDir::new(host.path()).socket().exists());
+    assert!(
+        !host.path().exists(),
+        "it leaves for good, with its directory"
+    );
+    // The job goes on after an executor died: the run's directory stays.
+    assert!(host.dir.path().exists(), "the parent stays");
 }
 
 #[test]

@@ -36,10 +36,13 @@ pub(crate) fn host_exit_already_running() -> i32 {
 /// `host:port`, port 0 for any free one) until process `owner_pid` is gone,
 /// SIGTERM/SIGINT, or an authenticated shutdown (blocks, without the GIL).
 /// Returns the process exit code: 0, or `host_exit_already_running()` when
-/// another host serves the directory.
+/// another host serves the directory. Leaving because its owner is gone or
+/// on shutdown, the host removes its directory, and on shutdown with
+/// `remove_empty_parent` the directory's parent if that is left empty.
 #[pyfunction]
 #[pyo3(signature = (
-    directory, token, owner_pid = None, work_dir = None, poll_ms = 200, listen = None, tls = None
+    directory, token, owner_pid = None, work_dir = None, poll_ms = 200, listen = None, tls = None,
+    remove_empty_parent = false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_host(
@@ -51,6 +54,7 @@ pub(crate) fn run_host(
     poll_ms: u64,
     listen: Option<String>,
     tls: Option<PyRef<'_, PyTlsFiles>>,
+    remove_empty_parent: bool,
 ) -> PyResult<i32> {
     let config = HostConfig {
         dir: HostDir::new(directory),
@@ -60,6 +64,7 @@ pub(crate) fn run_host(
         poll_interval: Duration::from_millis(poll_ms.max(1)),
         listen,
         tls: tls::load(tls.as_deref())?,
+        remove_empty_parent,
     };
     match py.detach(|| run(config)) {
         Ok(_) => Ok(0),
@@ -90,11 +95,13 @@ pub(crate) fn run_host(
 ///
 /// With `start_host=False` (the driver delivering a barrier) only the host
 /// at `owner_address`, which must be given, is connected to; no host starts.
+/// A host started with `remove_empty_parent` removes the parent of its
+/// directory with the directory, if that leaves it empty, on shutdown.
 #[pyfunction]
 #[pyo3(signature = (
     directory, token, *, uid, subtask, parallelism, max_parallelism, backend, key_types,
     generation, expect_restored_from, expect_final_epoch, restore, host_command, owner_pid,
-    listen = None, owner_address = None, tls = None, start_host = true
+    listen = None, owner_address = None, tls = None, start_host = true, remove_empty_parent = false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect_host(
@@ -117,6 +124,7 @@ pub(crate) fn connect_host(
     owner_address: Option<&str>,
     tls: Option<PyRef<'_, PyTlsFiles>>,
     start_host: bool,
+    remove_empty_parent: bool,
 ) -> PyResult<PySession> {
     let loaded = tls::load(tls.as_deref())?;
     let max_parallelism = MaxParallelism::new(max_parallelism).map_err(PyWeirError::from)?;
@@ -142,7 +150,10 @@ pub(crate) fn connect_host(
         )
         .into());
     }
-    let options = host_options(host_command, owner_pid, listen, tls.as_deref());
+    let options = HostOptions {
+        remove_empty_parent,
+        ..host_options(host_command, owner_pid, listen, tls.as_deref())
+    };
     let session = py
         .detach(|| {
             let target = match owner {
@@ -168,9 +179,12 @@ pub(crate) fn connect_host(
 /// Makes sure a state host serves `directory` (starting `host_command` if
 /// none answers, as a task's `connect_host` would) and returns the address
 /// of its Unix socket. The host ends with `owner_pid`, on `shutdown_host`,
-/// or when told to by its job.
+/// or when told to by its job (`remove_empty_parent`: as in `connect_host`).
 #[pyfunction]
-#[pyo3(signature = (directory, token, *, host_command, owner_pid, listen = None, tls = None))]
+#[pyo3(signature = (
+    directory, token, *, host_command, owner_pid, listen = None, tls = None, remove_empty_parent = false
+))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start_host(
     py: Python<'_>,
     directory: PathBuf,
@@ -179,8 +193,12 @@ pub(crate) fn start_host(
     owner_pid: Option<u32>,
     listen: Option<String>,
     tls: Option<PyRef<'_, PyTlsFiles>>,
+    remove_empty_parent: bool,
 ) -> PyResult<String> {
-    let options = host_options(host_command, owner_pid, listen, tls.as_deref());
+    let options = HostOptions {
+        remove_empty_parent,
+        ..host_options(host_command, owner_pid, listen, tls.as_deref())
+    };
     let host = py
         .detach(|| ensure_host(&directory, token, &options))
         .map_err(PyWeirError::from)?;

@@ -1,12 +1,14 @@
 """How a task reaches its subtask's state: on the state host that owns it.
 
-Every executor runs one state host for the job, in its own directory under
-the run's host directory. The first task of subtask ``s`` in a generation
-(after a start or a restore) attaches on its executor's host and claims ``s``
-for that host at the coordinator; the claim that arrives first wins, and the
-driver ships the winner's address with every later task of ``s``. A task
-that lands on another executor reaches the owner over TCP with the same
-batched protocol; one on the owner's executor uses its Unix socket.
+Every executor runs one state host for the job, in its own directory under the
+run's host directory, which the host removes when it leaves for good (the last
+one shut down at the end of the job removes the run's directory). The first
+task of subtask ``s`` in a generation (after a start or a restore) attaches on
+its executor's host and claims ``s`` for that host at the coordinator; the
+claim that arrives first wins, and the driver ships the winner's address with
+every later task of ``s``. A task that lands on another executor reaches the
+owner over TCP with the same batched protocol; one on the owner's executor
+uses its Unix socket.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def executor_address(coordinator_url: str) -> str:
         return str(probe.getsockname()[0])
 
 
+REMOVE_RUN_DIRECTORY = True
+"""A host shut down at the end of the job removes the run's directory of host directories if it
+is then empty: on a machine without the driver nothing else would."""
+
+
 def executor_directory(task: OperatorTask) -> str:
     """This executor's host directory: one per executor JVM, so that executors
     sharing a machine still get a host each."""
@@ -75,6 +82,7 @@ def start_executor_host(hosts: HostAccess, executor_pid: int) -> str:
         _host_directory(hosts, executor_pid),
         hosts.token,
         host_command=command(),
+        remove_empty_parent=REMOVE_RUN_DIRECTORY,
         owner_pid=executor_pid,
         tls=hosts.tls,
     )
@@ -141,6 +149,7 @@ def _connect(
         owner_address=owner,
         tls=task.hosts.tls,
         start_host=start_host,
+        remove_empty_parent=REMOVE_RUN_DIRECTORY,
     )
 
 

@@ -5,7 +5,8 @@
 //! arguments are visible to every user). Lives as long as its job: exits 0
 //! when its owner process is gone, on SIGTERM or SIGINT, or on an
 //! authenticated `Shutdown`; 75 when another host serves the directory; 1 on
-//! any other error.
+//! any other error. Leaving because its owner is gone or on `Shutdown`, it
+//! removes its directory.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,6 +54,10 @@ struct Args {
     /// The name clients expect in certificates, if not the host they dial.
     #[arg(long, requires = "tls_ca")]
     tls_server_name: Option<String>,
+    /// On Shutdown (the end of the job), also remove the directory's parent
+    /// if that leaves it empty.
+    #[arg(long)]
+    remove_empty_parent: bool,
 }
 
 fn main() -> ExitCode {
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
         poll_interval: Duration::from_millis(args.poll_millis.max(1)),
         listen: args.listen,
         tls,
+        remove_empty_parent: args.remove_empty_parent,
     };
     match run(config) {
         Ok(_) => ExitCode::SUCCESS,

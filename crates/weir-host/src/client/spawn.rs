@@ -41,6 +41,10 @@ pub struct HostOptions {
     pub tls: Option<TlsFiles>,
     /// How long to wait for a started host to accept connections.
     pub startup_timeout: Duration,
+    /// On `Shutdown` the host removes the parent of its directory with its
+    /// directory if that leaves it empty: `dir` is one executor's directory
+    /// in a run's directory that nothing else removes.
+    pub remove_empty_parent: bool,
 }
 
 impl Default for HostOptions {
@@ -52,6 +56,7 @@ impl Default for HostOptions {
             work_dir: None,
             tls: None,
             startup_timeout: Duration::from_secs(30),
+            remove_empty_parent: false,
         }
     }
 }
@@ -189,6 +194,9 @@ fn spawn(dir: &HostDir, token: &str, options: &HostOptions) -> Result<(u32, Exit
     }
     if let Some(listen) = &options.listen {
         command.arg("--listen").arg(listen);
+    }
+    if options.remove_empty_parent {
+        command.arg("--remove-empty-parent");
     }
     if let Some(tls) = &options.tls {
         command

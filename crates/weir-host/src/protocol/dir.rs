@@ -2,7 +2,7 @@
 //! files live. One directory, one host (the caller gives every executor its
 //! own); client and host agree on it by name only.
 
-use std::fs::{self, DirBuilder};
+use std::fs::{self, DirBuilder, File, TryLockError};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -75,29 +75,75 @@ impl HostDir {
                 socket.display()
             )));
         }
-        match DirBuilder::new()
-            .recursive(false)
-            .mode(0o700)
-            .create(&self.root)
-        {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                // Parents are created with default permissions; only the
-                // host directory itself must be private.
-                if let Some(parent) = self.root.parent() {
-                    fs::create_dir_all(parent)
-                        .map_err(|e| HostError::io(format!("creating {}", parent.display()), e))?;
+        self.create()?;
+        self.check_private()
+    }
+
+    /// Creates the directory (mode `0700`) and its missing parents. A host
+    /// of another executor may remove the parent it shared once it left it
+    /// empty (see [`Self::remove`]) between the two steps: then both are
+    /// created again.
+    fn create(&self) -> Result<()> {
+        const ATTEMPTS: usize = 3;
+        for _ in 0..ATTEMPTS {
+            match DirBuilder::new().mode(0o700).create(&self.root) {
+                Ok(()) => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    // Parents are created with default permissions; only the
+                    // host directory itself must be private.
+                    if let Some(parent) = self.root.parent() {
+                        fs::create_dir_all(parent).map_err(|e| {
+                            HostError::io(format!("creating {}", parent.display()), e)
+                        })?;
+                    }
                 }
-                match DirBuilder::new().mode(0o700).create(&self.root) {
-                    Ok(()) => {}
-                    Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(err) => return Err(self.io("creating the host directory", err)),
+                Err(err) => return Err(self.io("creating the host directory", err)),
+            }
+        }
+        Err(self.io(
+            "creating the host directory",
+            io::Error::new(io::ErrorKind::NotFound, "its parent kept disappearing"),
+        ))
+    }
+
+    /// Removes what a host that leaves for good leaves behind: its log and
+    /// lock files, the directory, and with `parent` the parent too if that
+    /// leaves it empty (a run's directory of per-executor host directories,
+    /// which nobody else would remove on a machine without the driver).
+    ///
+    /// Call it while holding the host lock. Nothing is removed while a client
+    /// holds the spawn lock: it is starting the next host here. Files the
+    /// host does not know stay, and so does the directory that holds them.
+    pub fn remove(&self, parent: bool) -> Result<()> {
+        let spawn_lock = match File::open(self.spawn_lock()) {
+            Ok(file) => Some(file),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+            Err(err) => return Err(self.io("opening the spawn lock of", err)),
+        };
+        if let Some(file) = &spawn_lock {
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => return Ok(()),
+                Err(TryLockError::Error(err)) => {
+                    return Err(self.io("locking the spawn lock of", err));
                 }
             }
-            Err(err) => return Err(self.io("creating the host directory", err)),
         }
-        self.check_private()
+        for file in [self.log(), self.spawn_lock(), self.host_lock()] {
+            match fs::remove_file(&file) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(HostError::io(format!("removing {}", file.display()), err)),
+            }
+        }
+        if !remove_if_empty(&self.root)? {
+            return Ok(());
+        }
+        match self.root.parent() {
+            Some(up) if parent => remove_if_empty(up).map(|_| ()),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses a directory that is a symlink, belongs to another user, or is
@@ -136,6 +182,25 @@ impl HostDir {
     }
 }
 
+/// Removes `dir` if it is an empty directory; whether it did. `rmdir` does
+/// not follow a symlink, and a directory that is not empty stays.
+fn remove_if_empty(dir: &Path) -> Result<bool> {
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(err)
+            if matches!(
+                err.kind(),
+                io::ErrorKind::DirectoryNotEmpty
+                    | io::ErrorKind::NotFound
+                    | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(err) => Err(HostError::io(format!("removing {}", dir.display()), err)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +221,31 @@ mod tests {
         fs::set_permissions(dir.root(), fs::Permissions::from_mode(0o755)).expect("chmod");
         let err = dir.prepare().expect_err("group and others may enter");
         assert!(err.to_string().contains("0700"), "{err}");
+    }
+
+    #[test]
+    fn remove_keeps_a_directory_a_client_is_starting_a_host_in_or_that_holds_other_files() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = HostDir::new(tmp.path().join("run/h"));
+        dir.prepare().expect("creates");
+        for file in [dir.log(), dir.spawn_lock(), dir.host_lock()] {
+            fs::write(file, b"").expect("writes");
+        }
+        let spawning = File::open(dir.spawn_lock()).expect("opens");
+        spawning.lock().expect("a client starts a host");
+        dir.remove(true).expect("leaves it");
+        assert!(dir.log().exists() && dir.host_lock().exists());
+        drop(spawning);
+
+        fs::write(dir.root().join("notes"), b"mine").expect("writes");
+        dir.remove(true).expect("removes what it knows");
+        assert!(!dir.log().exists() && !dir.spawn_lock().exists() && !dir.host_lock().exists());
+        assert!(dir.root().join("notes").exists(), "not its file");
+
+        fs::remove_file(dir.root().join("notes")).expect("removes");
+        dir.remove(true).expect("removes the rest");
+        assert!(!tmp.path().join("run").exists(), "the emptied parent too");
+        assert!(tmp.path().exists());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! thread; snapshot uploads and acks run on a tokio runtime. A host lives as
 //! long as its job: it returns when its owner process is gone, on SIGTERM or
 //! SIGINT, or on an authenticated `Shutdown`, and removes its socket,
-//! address file and working files on the way out.
+//! address file and working files on the way out. When its owner is gone or
+//! its job shut it down it leaves for good and removes its directory too;
+//! after a signal the directory keeps its log.
 
 mod ack;
 mod barrier;
@@ -59,6 +61,11 @@ pub struct HostConfig {
     /// Serve TCP over TLS, and ack to an `https://` coordinator, with the
     /// job's TLS files.
     pub tls: Option<Tls>,
+    /// On leaving for good (see [`ExitReason::is_final`]) the host removes
+    /// its directory; with this, on `Shutdown` (the end of its job) also the
+    /// directory's parent if that leaves it empty (a run's directory of
+    /// per-executor host directories).
+    pub remove_empty_parent: bool,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -70,6 +77,7 @@ impl std::fmt::Debug for HostConfig {
             .field("poll_interval", &self.poll_interval)
             .field("listen", &self.listen)
             .field("tls", &self.tls)
+            .field("remove_empty_parent", &self.remove_empty_parent)
             .finish_non_exhaustive()
     }
 }
@@ -155,6 +163,15 @@ pub fn run(config: HostConfig) -> Result<ExitReason, StartError> {
     host.drop_slots();
     drop(published);
     runtime.shutdown_timeout(Duration::from_secs(1));
+    // Only the end of the job removes the run's directory: after an
+    // executor died the job goes on, and the directory may be the driver's
+    // private one that the next executor's host directory goes into.
+    let parent = config.remove_empty_parent && reason == ExitReason::Shutdown;
+    if reason.is_final()
+        && let Err(err) = config.dir.remove(parent)
+    {
+        eprintln!("weir-host {}: {err}", std::process::id());
+    }
     Ok(reason)
 }
 

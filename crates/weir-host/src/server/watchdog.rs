@@ -24,6 +24,16 @@ pub enum ExitReason {
     Shutdown,
 }
 
+impl ExitReason {
+    /// Whether the host leaves for good, its directory with it: its owner is
+    /// gone or its job shut it down. A signal leaves the directory and the
+    /// log: whoever sent it may want to read why the host did not serve
+    /// (a client whose host did not answer in time quotes the log).
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::OwnerGone(_) | Self::Shutdown)
+    }
+}
+
 impl fmt::Display for ExitReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
