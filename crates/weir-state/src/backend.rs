@@ -118,6 +118,15 @@ pub trait KeyedStateBackend: Send {
         }
     }
 
+    /// A hint that `key`'s value in `state` is about to be read or updated:
+    /// a backend that holds it in memory (the heap) starts loading it, so a
+    /// loop over a batch's random keys that hints a few rows ahead overlaps
+    /// their memory waits. Reads and changes nothing; bad input is ignored
+    /// here and reported by the access itself. By default it does nothing.
+    fn prefetch_value(&self, state: StateId, key: StateKey<'_>) {
+        let _ = (state, key);
+    }
+
     /// Removes whatever `state` holds for `key` (any kind).
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()>;
 

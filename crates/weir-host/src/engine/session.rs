@@ -113,6 +113,7 @@ impl SubtaskSession for Subtask {
     fn get_values(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {
         let mut out = binary_builder(keys.len(), 8);
         for i in 0..keys.len() {
+            self.keyed.prefetch_ahead(state, keys, i);
             out.append_option(self.keyed.get_value(state, keys.key(i))?);
         }
         Ok(out.finish())
@@ -122,6 +123,7 @@ impl SubtaskSession for Subtask {
         check_rows(keys, values, "values")?;
         self.descriptor_of(state, VALUE_KINDS, "value")?;
         for i in 0..keys.len() {
+            self.keyed.prefetch_ahead(state, keys, i);
             if values.is_null(i) {
                 self.keyed.clear(state, keys.key(i))?;
             } else {
@@ -136,6 +138,7 @@ impl SubtaskSession for Subtask {
         let (name, ty) = (descriptor.name.clone(), descriptor.value_type.clone());
         let mut out = ColumnBuilder::new(&name, &ty, keys.len())?;
         for i in 0..keys.len() {
+            self.keyed.prefetch_ahead(state, keys, i);
             match self.keyed.get_value(state, keys.key(i))? {
                 Some(bytes) => out.append(&decode_value(&bytes, &ty)?)?,
                 None => out.append_null(),
@@ -151,6 +154,7 @@ impl SubtaskSession for Subtask {
         check_array(&name, &ty, values.as_ref())?;
         let Self { keyed, scratch, .. } = self;
         for i in 0..keys.len() {
+            keyed.prefetch_ahead(state, keys, i);
             if values.is_null(i) {
                 keyed.clear(state, keys.key(i))?;
                 continue;

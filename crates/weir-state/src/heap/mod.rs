@@ -324,6 +324,13 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         Ok(())
     }
 
+    fn prefetch_value(&self, state: StateId, key: StateKey<'_>) {
+        if let Ok(group) = self.locate(state, key.key_group, Access::Value) {
+            self.bytes(state)
+                .prefetch(group, SlotKey::new(key.key, key.namespace));
+        }
+    }
+
     fn clear(&mut self, state: StateId, key: StateKey<'_>) -> Result<()> {
         let group = self.locate(state, key.key_group, Access::Any)?;
         self.remove_entry(state, group, key)

@@ -377,6 +377,22 @@ fn kind_range_and_registration_errors() {
 }
 
 #[test]
+fn prefetching_changes_nothing_and_ignores_what_an_access_would_refuse() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    b.put_value(VALUE, key(b"k"), b"1").expect("writes");
+    for hinted in [key(b"k"), key(b"absent"), StateKey::new(KeyGroup(6), b"k")] {
+        b.prefetch_value(VALUE, hinted);
+    }
+    b.prefetch_value(MAP, key(b"k"));
+    b.prefetch_value(StateId(9), key(b"k"));
+    assert_eq!(value(&mut b, b"k"), Some(b"1".to_vec()));
+    assert_eq!(value(&mut b, b"absent"), None);
+    commit_final(&mut b, 1, 0);
+    assert_eq!(dump(&*b.snapshot_sync().expect("all final")).len(), 1);
+}
+
+#[test]
 fn ingest_restores_a_snapshot() {
     let mut source = backend();
     begin(&mut source, 1, 0);
