@@ -198,10 +198,13 @@ class Subtask0:
     parallelism: int
     max_parallelism: int
     backend: str
-    # Short: Unix socket paths are limited.
+    # Short: Unix socket paths are limited. Its host removes it once this process is gone.
     host_dir: str = dataclasses.field(default_factory=lambda: tempfile.mkdtemp(prefix="wpr-"))
     token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(16))
-    work_dir: str = dataclasses.field(default_factory=lambda: tempfile.mkdtemp(prefix="weir-profile-"))
+    #: The in-process sessions' working files, removed when the profile exits.
+    work_dir: tempfile.TemporaryDirectory[str] = dataclasses.field(
+        default_factory=lambda: tempfile.TemporaryDirectory(prefix="weir-profile-")
+    )
 
     def spec(self, uid: str, function: Any) -> OperatorSpec:
         fields: dict[str, Any] = {
@@ -241,7 +244,7 @@ class Subtask0:
 
     def local_session(self, uid: str) -> Any:
         operator = _internal.LocalOperator(
-            uid, self.parallelism, self.max_parallelism, self.backend, self.work_dir
+            uid, self.parallelism, self.max_parallelism, self.backend, self.work_dir.name
         )
         return operator.session(0)
 
