@@ -198,8 +198,11 @@ class Subtask0:
     parallelism: int
     max_parallelism: int
     backend: str
-    # Short: Unix socket paths are limited. Its host removes it once this process is gone.
-    host_dir: str = dataclasses.field(default_factory=lambda: tempfile.mkdtemp(prefix="wpr-"))
+    #: The state host's directory (a short name: Unix socket paths are limited). A host
+    #: removes it once this process is gone; without one, the profile's exit does.
+    host_dir: tempfile.TemporaryDirectory[str] = dataclasses.field(
+        default_factory=lambda: tempfile.TemporaryDirectory(prefix="wpr-", ignore_cleanup_errors=True)
+    )
     token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(16))
     #: The in-process sessions' working files, removed when the profile exits.
     work_dir: tempfile.TemporaryDirectory[str] = dataclasses.field(
@@ -226,7 +229,7 @@ class Subtask0:
 
     def host_session(self, uid: str) -> Any:
         return _internal.connect_host(
-            self.host_dir,
+            self.host_dir.name,
             self.token,
             uid=uid,
             subtask=0,
