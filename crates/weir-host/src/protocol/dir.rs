@@ -76,6 +76,7 @@ impl HostDir {
             )));
         }
         self.create()?;
+        self.check_parent()?;
         self.check_private()
     }
 
@@ -144,6 +145,39 @@ impl HostDir {
             Some(up) if parent => remove_if_empty(up).map(|_| ()),
             _ => Ok(()),
         }
+    }
+
+    /// Refuses a parent directory that someone else could swap the host
+    /// directory out of: one that belongs to another user (not root), or
+    /// that others may write to without the sticky bit (as `/tmp` has).
+    /// Such a parent would let them put their own socket where clients
+    /// send the job token.
+    fn check_parent(&self) -> Result<()> {
+        let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            return Ok(());
+        };
+        let meta = fs::metadata(parent)
+            .map_err(|err| HostError::io(format!("inspecting {}", parent.display()), err))?;
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(HostError::InvalidRequest(format!(
+                "the host directory's parent {} belongs to user {}, not to this user ({me}) or \
+                 root, who could replace the host directory; choose another path",
+                parent.display(),
+                meta.uid()
+            )));
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(HostError::InvalidRequest(format!(
+                "the host directory's parent {} has mode {:o}: others may replace the host \
+                 directory in it; remove their write permission or set the sticky bit (chmod \
+                 go-w or +t)",
+                parent.display(),
+                mode & 0o7777
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses a directory that is a symlink, belongs to another user, or is
@@ -246,6 +280,26 @@ mod tests {
         dir.remove(true).expect("removes the rest");
         assert!(!tmp.path().join("run").exists(), "the emptied parent too");
         assert!(tmp.path().exists());
+    }
+
+    #[test]
+    fn prepare_refuses_a_parent_others_could_swap_the_directory_out_of() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let run = tmp.path().join("run");
+        let dir = HostDir::new(run.join("h"));
+        dir.prepare().expect("a parent of this user's");
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = dir.prepare().expect_err("anyone may write to the parent");
+        assert!(err.to_string().contains("sticky"), "{err}");
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).expect("chmod");
+        dir.prepare().expect("sticky, as /tmp is");
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o755)).expect("chmod");
+        // Only root can give a directory away.
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&run, Some(65534), None).expect("chown");
+            let err = dir.prepare().expect_err("another user's parent");
+            assert!(err.to_string().contains("belongs to user 65534"), "{err}");
+        }
     }
 
     #[test]
