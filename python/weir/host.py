@@ -11,10 +11,9 @@ when its owner process (the Spark executor) is gone, on SIGTERM or SIGINT, or
 when the driver calls :func:`shutdown`, and removes its socket, address file
 and working files on the way out; leaving because its owner is gone or on
 shutdown, its directory too (a signal leaves the directory and its log). The
-serving loop is the Rust
-``weir_host::server``; Python only parses the command line. The job token
-comes in the ``WEIR_HOST_TOKEN`` environment variable, never on the command
-line (which every user can read).
+serving loop is the Rust ``weir_host::server``; Python only parses the
+command line. The job token comes in the ``WEIR_HOST_TOKEN`` environment
+variable, never on the command line (which every user can read).
 
 The functions below are the driver's controls of a host it knows the address
 of (a Unix socket path, or ``host:port``); each connects, proves the job token

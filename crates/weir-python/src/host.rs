@@ -150,10 +150,13 @@ pub(crate) fn connect_host(
         )
         .into());
     }
-    let options = HostOptions {
+    let options = host_options(
+        host_command,
+        owner_pid,
+        listen,
+        tls.as_deref(),
         remove_empty_parent,
-        ..host_options(host_command, owner_pid, listen, tls.as_deref())
-    };
+    );
     let session = py
         .detach(|| {
             let target = match owner {
@@ -195,10 +198,13 @@ pub(crate) fn start_host(
     tls: Option<PyRef<'_, PyTlsFiles>>,
     remove_empty_parent: bool,
 ) -> PyResult<String> {
-    let options = HostOptions {
+    let options = host_options(
+        host_command,
+        owner_pid,
+        listen,
+        tls.as_deref(),
         remove_empty_parent,
-        ..host_options(host_command, owner_pid, listen, tls.as_deref())
-    };
+    );
     let host = py
         .detach(|| ensure_host(&directory, token, &options))
         .map_err(PyWeirError::from)?;
@@ -211,12 +217,14 @@ fn host_options(
     owner_pid: Option<u32>,
     listen: Option<String>,
     tls: Option<&PyTlsFiles>,
+    remove_empty_parent: bool,
 ) -> HostOptions {
     HostOptions {
         binary: Some(host_command),
         owner_pid,
         listen,
         tls: tls.map(|files| files.inner.clone()),
+        remove_empty_parent,
         ..HostOptions::default()
     }
 }
