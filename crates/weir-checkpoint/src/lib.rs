@@ -33,6 +33,7 @@ mod error;
 mod lease;
 mod lineage;
 mod local_store;
+mod local_upload;
 mod location;
 mod metadata;
 mod record;

@@ -13,12 +13,14 @@
 //! operation: they keep out links that are there, not a link swapped in by
 //! someone racing the store between check and use (that would take
 //! `openat` with `O_NOFOLLOW` on every component).
+//!
+//! Multipart uploads (full snapshots) are the store's own: each part goes
+//! to the disk as soon as it is written (see `local_upload.rs`).
 
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -32,8 +34,10 @@ use object_store::{
 };
 use weir_snapshot::LocalFiles;
 
+use crate::local_upload::{LocalUpload, blocking, staging_path};
+
 /// The name the store gives in its errors.
-const STORE: &str = "LocalStore";
+pub(crate) const STORE: &str = "LocalStore";
 
 /// A [`LocalFileSystem`] rooted at a canonical directory, refusing to follow
 /// symbolic links below it (see the module documentation).
@@ -130,16 +134,12 @@ impl LocalStore {
     }
 }
 
-fn refused(why: String) -> object_store::Error {
+pub(crate) fn refused(why: String) -> object_store::Error {
     object_store::Error::Generic {
         store: STORE,
         source: why.into(),
     }
 }
-
-/// Staging files of [`LocalStore::place`] get this process's id and a count,
-/// so two writers of one name never share one.
-static PLACED: AtomicU64 = AtomicU64::new(0);
 
 impl LocalFiles for LocalStore {
     fn place(&self, source: &std::path::Path, location: &Path) -> Result<()> {
@@ -151,10 +151,7 @@ impl LocalFiles for LocalStore {
         std::fs::create_dir_all(parent).map_err(io_failed("create", parent))?;
         // Named as the store names its own staging files, so a sweep after a
         // crash finds it.
-        let count = PLACED.fetch_add(1, Ordering::Relaxed);
-        let mut staging = target.clone().into_os_string();
-        staging.push(format!("#{}-{count}", std::process::id()));
-        let staging = PathBuf::from(staging);
+        let staging = staging_path(&target);
         let placed = link_or_copy(source, &staging).and_then(|()| {
             std::fs::rename(&staging, &target).map_err(io_failed("rename", &staging))
         });
@@ -163,9 +160,7 @@ impl LocalFiles for LocalStore {
         let _ = std::fs::remove_file(&staging);
         placed?;
         // The new name survives a power loss only once its directory is synced.
-        std::fs::File::open(parent)
-            .and_then(|dir| dir.sync_all())
-            .map_err(io_failed("sync", parent))
+        sync_directory(parent)
     }
 
     fn fetch(&self, location: &Path, target: &std::path::Path, share: bool) -> Result<()> {
@@ -191,8 +186,15 @@ fn link_or_copy(source: &std::path::Path, target: &std::path::Path) -> Result<()
         .map_err(io_failed("sync", target))
 }
 
+/// Syncs the directory `dir`, so the names it gained survive a power loss.
+pub(crate) fn sync_directory(dir: &std::path::Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_failed("sync", dir))
+}
+
 /// Maps an I/O error on `path` to the store's error type.
-fn io_failed(
+pub(crate) fn io_failed(
     operation: &'static str,
     path: &std::path::Path,
 ) -> impl FnOnce(std::io::Error) -> object_store::Error {
@@ -224,7 +226,15 @@ impl ObjectStore for LocalStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.check(location)?;
-        self.inner.put_multipart_opts(location, opts).await
+        if !opts.attributes.is_empty() {
+            return Err(object_store::Error::NotImplemented {
+                operation: "`put_multipart_opts` with `opts.attributes` specified".into(),
+                implementer: self.to_string(),
+            });
+        }
+        let target = self.inner.path_to_filesystem(location)?;
+        let upload = blocking(move || LocalUpload::create(target)).await?;
+        Ok(Box::new(upload))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -373,6 +383,58 @@ mod tests {
             Err(object_store::Error::NotFound { .. })
         ));
         assert!(root.path().join("a/file").is_file());
+    }
+
+    #[tokio::test]
+    async fn multipart_uploads_appear_whole_when_complete_and_leave_nothing_when_aborted() {
+        let (root, _elsewhere, store) = store();
+        let names = |dir: &str| -> Vec<String> {
+            let mut names: Vec<_> = std::fs::read_dir(root.path().join(dir))
+                .map(|entries| {
+                    entries
+                        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        };
+        let path = Path::from("chk-1/op/new");
+        let mut upload = store.put_multipart(&path).await.expect("started");
+        upload
+            .put_part(PutPayload::from_static(b"first "))
+            .await
+            .expect("part");
+        upload
+            .put_part(PutPayload::from_iter([
+                Bytes::from_static(b"second "),
+                Bytes::from_static(b"part"),
+            ]))
+            .await
+            .expect("part");
+        assert_eq!(names("chk-1/op").len(), 1, "only the staging file");
+        let listed: Vec<_> = store.list(None).try_collect().await.expect("lists");
+        assert_eq!(
+            listed.len(),
+            1,
+            "listings skip the staging file: {listed:?}"
+        );
+        upload.complete().await.expect("completed");
+        assert_eq!(names("chk-1/op"), ["new"]);
+        let bytes = store.get(&path).await.expect("get").bytes().await;
+        assert_eq!(bytes.expect("bytes").as_ref(), b"first second part");
+
+        let mut aborted = store.put_multipart(&path).await.expect("started");
+        aborted
+            .put_part(PutPayload::from_static(b"never"))
+            .await
+            .expect("part");
+        aborted.abort().await.expect("aborted");
+        let dropped = store.put_multipart(&Path::from("chk-1/op/dropped")).await;
+        drop(dropped.expect("started"));
+        assert_eq!(names("chk-1/op"), ["new"], "the completed file only");
+        let bytes = store.get(&path).await.expect("get").bytes().await;
+        assert_eq!(bytes.expect("bytes").as_ref(), b"first second part");
     }
 
     #[test]

@@ -25,6 +25,9 @@ use crate::value::Value;
 use crate::value_type::ValueType;
 
 /// Appends `v` as an unsigned LEB128 varint.
+// Inline: snapshots, restores and keys call these once or more per entry from
+// other crates, and a call costs as much as a short varint.
+#[inline]
 pub fn write_varint(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -35,6 +38,7 @@ pub fn write_varint(mut v: u64, out: &mut Vec<u8>) {
 
 /// Reads an unsigned LEB128 varint from the front of `buf`, advancing it;
 /// `None` when the bytes end early or the varint overflows 64 bits.
+#[inline]
 pub fn read_varint(buf: &mut &[u8]) -> Option<u64> {
     let mut v: u64 = 0;
     for shift in (0..64).step_by(7) {
