@@ -109,8 +109,16 @@ impl MultipartUpload for LocalUpload {
         let (staging, target) = (self.staging.clone(), self.target.clone());
         blocking(move || {
             // Every part has been synced; this syncs the file's size.
-            file.sync_all().map_err(io_failed("sync", &staging))?;
-            std::fs::rename(&staging, &target).map_err(io_failed("rename", &staging))?;
+            let placed = file
+                .sync_all()
+                .map_err(io_failed("sync", &staging))
+                .and_then(|()| {
+                    std::fs::rename(&staging, &target).map_err(io_failed("rename", &staging))
+                });
+            if placed.is_err() {
+                let _ = std::fs::remove_file(&staging);
+            }
+            placed?;
             let parent = target.parent().unwrap_or(LocalPath::new("/"));
             sync_directory(parent)
         })
