@@ -147,8 +147,8 @@ impl Drop for LocalUpload {
     }
 }
 
-/// Runs blocking file work off the async threads (on them when there is no
-/// runtime, as in synchronous callers).
+/// Runs blocking file work off the async threads (on the calling thread
+/// where there is no runtime).
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
