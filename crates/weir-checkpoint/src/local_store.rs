@@ -34,7 +34,7 @@ use object_store::{
 };
 use weir_snapshot::LocalFiles;
 
-use crate::local_upload::{LocalUpload, blocking, staging_path};
+use crate::local_upload::{LocalUpload, blocking, create_parent, staging_path};
 
 /// The name the store gives in its errors.
 pub(crate) const STORE: &str = "LocalStore";
@@ -145,12 +145,8 @@ impl LocalFiles for LocalStore {
     fn place(&self, source: &std::path::Path, location: &Path) -> Result<()> {
         self.check(location)?;
         let target = self.inner.path_to_filesystem(location)?;
-        let parent = target
-            .parent()
-            .ok_or_else(|| refused(format!("{} has no directory", target.display())))?;
-        std::fs::create_dir_all(parent).map_err(io_failed("create", parent))?;
-        // Named as the store names its own staging files, so a sweep after a
-        // crash finds it.
+        let parent = create_parent(&target)?;
+        // Named as the store names its own staging files, which listings skip.
         let staging = staging_path(&target);
         let placed = link_or_copy(source, &staging).and_then(|()| {
             std::fs::rename(&staging, &target).map_err(io_failed("rename", &staging))

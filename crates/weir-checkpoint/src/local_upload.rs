@@ -52,10 +52,7 @@ impl LocalUpload {
     /// (synced up to the first directory that existed, so the file's new
     /// name survives a power loss once `complete` returns). Blocking.
     pub(crate) fn create(target: PathBuf) -> Result<Self> {
-        let parent = target
-            .parent()
-            .ok_or_else(|| refused(format!("{} has no directory", target.display())))?;
-        create_durable_dirs(parent)?;
+        create_parent(&target)?;
         let staging = staging_path(&target);
         let file = OpenOptions::new()
             .write(true)
@@ -159,6 +156,16 @@ pub(crate) async fn blocking<T: Send + 'static>(
             .map_err(|e| refused(format!("a file task failed: {e}")))?,
         Err(_) => work(),
     }
+}
+
+/// Creates the directory of the file `target` if missing, with its missing
+/// ancestors, each synced into the directory that gains it; returns it.
+pub(crate) fn create_parent(target: &LocalPath) -> Result<&LocalPath> {
+    let parent = target
+        .parent()
+        .ok_or_else(|| refused(format!("{} has no directory", target.display())))?;
+    create_durable_dirs(parent)?;
+    Ok(parent)
 }
 
 /// Creates `dir` and its missing ancestors, syncing the directory that gains
