@@ -496,7 +496,8 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             entry.key_group,
             Access::of_payload(&entry.payload),
         )?;
-        let k = SlotKey::new(entry.key, entry.namespace);
+        // A held entry is hashed where it is inserted (`bulk.rs`).
+        let k = || SlotKey::new(entry.key, entry.namespace);
         match (&mut self.data[entry.state.0 as usize], entry.payload) {
             (StateData::Bytes(table), EntryPayload::Value(value)) => {
                 let value = SmallBytes::from_slice(value);
@@ -505,19 +506,19 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
                         &mut self.data,
                         entry.state,
                         (entry.key_group, group),
-                        Slot::restored(k, value),
+                        Slot::restored(entry.key, entry.namespace, value),
                     ),
-                    None => table.set(group, k, value, None),
+                    None => table.set(group, k(), value, None),
                 }
             }
             (StateData::Bytes(table), EntryPayload::List(items)) => {
                 if !items.is_empty() {
-                    let (slot, _) = table.get_or_insert(group, k, SmallBytes::default);
+                    let (slot, _) = table.get_or_insert(group, k(), SmallBytes::default);
                     slot.payload.extend(items);
                 }
             }
             (StateData::Map(table), EntryPayload::MapEntry { user_key, value }) => {
-                let (slot, _) = table.get_or_insert(group, k, UserMap::default);
+                let (slot, _) = table.get_or_insert(group, k(), UserMap::default);
                 slot.payload.insert(
                     user_key.into(),
                     MapValue {
@@ -539,8 +540,8 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     }
 
     fn finish_bulk_load(&mut self) -> Result<()> {
-        if let Some(mut bulk) = self.bulk.take() {
-            bulk.insert(&mut self.data);
+        if let Some(bulk) = self.bulk.take() {
+            bulk.finish(&mut self.data);
         }
         Ok(())
     }

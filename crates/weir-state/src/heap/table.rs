@@ -69,14 +69,7 @@ const UNTAGGED: u64 = u64::MAX;
 
 impl<P> Slot<P> {
     fn new(k: SlotKey<'_>, payload: P, tag: Option<Epoch>) -> Self {
-        let mut bytes = SmallBytes::from_slice(k.key);
-        bytes.extend(k.namespace);
-        let mut slot = Self {
-            bytes,
-            payload,
-            tag: UNTAGGED,
-            key_len: u32::try_from(k.key.len()).expect("keys are shorter than 4 GiB"),
-        };
+        let mut slot = Self::restored(k.key, k.namespace, payload);
         slot.set_tag(tag);
         slot
     }
@@ -103,11 +96,17 @@ impl<P> Slot<P> {
         SlotKey::new(self.key(), self.namespace()).hash
     }
 
-    /// A restored entry (no epoch wrote it) at `k`.
-    pub(crate) fn restored(k: SlotKey<'_>, payload: P) -> RestoredSlot<P> {
-        RestoredSlot {
-            hash: k.hash,
-            slot: Self::new(k, payload, None),
+    /// A restored entry (no epoch wrote it) at `key` and `namespace`, not
+    /// hashed yet: [`DetachedGroup::extend`] hashes it on the thread that
+    /// inserts it.
+    pub(crate) fn restored(key: &[u8], namespace: &[u8], payload: P) -> Self {
+        let mut bytes = SmallBytes::from_slice(key);
+        bytes.extend(namespace);
+        Self {
+            bytes,
+            payload,
+            tag: UNTAGGED,
+            key_len: u32::try_from(key.len()).expect("keys are shorter than 4 GiB"),
         }
     }
 
@@ -159,14 +158,6 @@ fn prefetch_read<T>(value: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
-}
-
-/// A restored entry held for [`StateTable::extend_group`], with the hash its
-/// key was looked up by (a slot does not keep it; restores would hash twice).
-#[derive(Debug)]
-pub(crate) struct RestoredSlot<P> {
-    hash: u64,
-    slot: Slot<P>,
 }
 
 /// A [`SlotKey`] that owns its bytes (kept in undo logs). It keeps no hash:
@@ -299,6 +290,33 @@ impl<'a, P> SlotEntry<'a, P> {
     }
 }
 
+/// One key group of one state, taken out of its [`StateTable`] to be filled
+/// on another thread (a restore's table builder, `bulk.rs`).
+#[derive(Debug)]
+pub(crate) struct DetachedGroup<P>(Arc<GroupTable<P>>);
+
+impl<P: Clone> DetachedGroup<P> {
+    /// Inserts `slots`, each replacing an entry with its key; the key group
+    /// is sized for all of them first.
+    pub(crate) fn extend(&mut self, slots: impl ExactSizeIterator<Item = Slot<P>>) {
+        let g = Arc::make_mut(&mut self.0);
+        g.reserve(slots.len());
+        for slot in slots {
+            let hash = slot.hash();
+            let i = g.bucket_index(hash);
+            // Borrow the bucket and the count apart: a vacant entry updates both.
+            let bucket = Arc::make_mut(&mut g.buckets[i]);
+            match bucket.entry(hash, |s| s.same_address(&slot), Slot::hash) {
+                Entry::Occupied(mut o) => *o.get_mut() = slot,
+                Entry::Vacant(v) => {
+                    g.len += 1;
+                    v.insert(slot);
+                }
+            }
+        }
+    }
+}
+
 /// All the entries of one state: one [`GroupTable`] per key group of the
 /// backend's range, each shared with snapshots through an [`Arc`].
 #[derive(Debug, Clone)]
@@ -396,27 +414,20 @@ impl<P: Clone> StateTable<P> {
         }
     }
 
-    /// Inserts `slots` into key group `group`, each replacing an entry with
-    /// its key; the key group is sized for all of them first.
-    pub(crate) fn extend_group(
-        &mut self,
-        group: usize,
-        slots: impl ExactSizeIterator<Item = RestoredSlot<P>>,
-    ) {
-        let g = Arc::make_mut(&mut self.groups[group]);
-        g.reserve(slots.len());
-        for RestoredSlot { hash, slot } in slots {
-            let i = g.bucket_index(hash);
-            // Borrow the bucket and the count apart: a vacant entry updates both.
-            let bucket = Arc::make_mut(&mut g.buckets[i]);
-            match bucket.entry(hash, |s| s.same_address(&slot), Slot::hash) {
-                Entry::Occupied(mut o) => *o.get_mut() = slot,
-                Entry::Vacant(v) => {
-                    g.len += 1;
-                    v.insert(slot);
-                }
-            }
-        }
+    /// Takes key group `group` out, leaving it empty, so another thread can
+    /// fill it ([`DetachedGroup::extend`]) while this table goes on; nothing
+    /// may write the group until [`attach_group`](Self::attach_group) puts it
+    /// back.
+    pub(crate) fn detach_group(&mut self, group: usize) -> DetachedGroup<P> {
+        DetachedGroup(std::mem::replace(
+            &mut self.groups[group],
+            Arc::new(GroupTable::new()),
+        ))
+    }
+
+    /// Puts back a key group [`detach_group`](Self::detach_group) took out.
+    pub(crate) fn attach_group(&mut self, group: usize, detached: DetachedGroup<P>) {
+        self.groups[group] = detached.0;
     }
 
     /// Key group `group` for writing, split first if it may grow past its
@@ -470,7 +481,7 @@ mod tests {
 
     #[test]
     fn tags_round_trip_and_restored_entries_have_none() {
-        let mut slot = Slot::restored(SlotKey::new(b"k", b""), 0_u8).slot;
+        let mut slot = Slot::restored(b"k", b"", 0_u8);
         assert_eq!(slot.tag(), None);
         slot.set_tag(Some(Epoch(7)));
         assert_eq!(slot.tag(), Some(Epoch(7)));
