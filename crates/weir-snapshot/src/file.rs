@@ -9,7 +9,7 @@ use weir_state::StateEntry;
 use weir_types::KeyGroupRange;
 
 use crate::error::{FormatError, Result, SnapshotError};
-use crate::format::{Footer, SnapshotLayout};
+use crate::format::{BlockInfo, Footer, SnapshotLayout};
 use crate::layout::join;
 
 /// Blocks are fetched in runs of about this many bytes, so a restore holds
@@ -93,6 +93,24 @@ impl SnapshotFile {
         range: KeyGroupRange,
         visit: &mut (dyn FnMut(StateEntry<'_>) -> Result<()> + Send),
     ) -> Result<()> {
+        self.read_runs(store, range, &mut |blocks, stored| {
+            for info in blocks {
+                self.read_block(info, stored, visit)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Reads the stored blocks of the key groups in `range` in ranged reads
+    /// of about [`READ_RUN_BYTES`], and hands each run's blocks, with the
+    /// run's bytes, to `each`, in key-group order.
+    pub(crate) async fn read_runs(
+        &self,
+        store: &dyn ObjectStore,
+        range: KeyGroupRange,
+        each: &mut (dyn FnMut(&[BlockInfo], &StoredRun) -> Result<()> + Send),
+    ) -> Result<()> {
         let mut blocks = self.layout.blocks_in(range);
         while !blocks.is_empty() {
             let start = blocks[0].offset;
@@ -105,19 +123,42 @@ impl SnapshotFile {
             blocks = later;
             let span = SnapshotLayout::span(now).expect("a run holds at least one block");
             let bytes = read(store, &self.location, span.clone()).await?;
-            for info in now {
-                // A short answer from the store shows up as a truncated block.
-                let stored = info.stored_in(&bytes, span.start);
-                self.layout
-                    .read_block(info, stored, &mut |entry| visit(entry).map_err(Stop::Visit))
-                    .map_err(|stop| match stop {
-                        Stop::Format(e) => SnapshotError::format(&self.relative, e),
-                        Stop::Visit(e) => e,
-                    })?;
-            }
+            each(
+                now,
+                &StoredRun {
+                    bytes,
+                    start: span.start,
+                },
+            )?;
         }
         Ok(())
     }
+
+    /// Checks one block of `run` and hands each of its entries to `visit`;
+    /// stops at the first error, of either.
+    pub(crate) fn read_block(
+        &self,
+        info: &BlockInfo,
+        run: &StoredRun,
+        visit: &mut dyn FnMut(StateEntry<'_>) -> Result<()>,
+    ) -> Result<()> {
+        // A short answer from the store shows up as a truncated block.
+        let stored = info.stored_in(&run.bytes, run.start);
+        self.layout
+            .read_block(info, stored, &mut |entry| visit(entry).map_err(Stop::Visit))
+            .map_err(|stop| match stop {
+                Stop::Format(e) => SnapshotError::format(&self.relative, e),
+                Stop::Visit(e) => e,
+            })
+    }
+}
+
+/// Consecutive stored blocks, as one ranged read returned them.
+#[derive(Debug)]
+pub(crate) struct StoredRun {
+    bytes: bytes::Bytes,
+    /// The file offset of the first byte.
+    start: u64,
 }
 
 /// Why reading a block stopped: the bytes, or the visitor.

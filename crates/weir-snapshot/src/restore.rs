@@ -3,16 +3,23 @@
 //! Each handle's key groups are intersected with the backend's range and
 //! only those blocks are read, so one backend can be filled from several
 //! snapshots (scale in) and one snapshot can feed several backends (scale
-//! out); any backend restores any full snapshot. Decoding runs on the
+//! out); any backend restores any full snapshot. Decoding blocks the
 //! calling task: restores happen before the subtask processes records.
+//! Where the backend hands out whole key groups (the heap), the blocks of
+//! each ranged read are decoded into them on several threads at once
+//! ([`load_key_groups`]); otherwise entries go in one by one.
 //! Incremental handles restore natively (see `incremental.rs`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::ObjectStore;
 use object_store::path::Path;
-use weir_state::{KeyedStateBackend, StateEntry, StateId};
+use weir_state::{KeyedStateBackend, StateEntry, StateId, load_key_groups, load_threads};
+use weir_types::KeyGroup;
 
 use crate::error::{Result, SnapshotError};
-use crate::file::SnapshotFile;
+use crate::file::{SnapshotFile, StoredRun};
+use crate::format::BlockInfo;
 use crate::handle::{FullSnapshotHandle, KeyedStateHandle};
 
 /// What a restore read.
@@ -81,11 +88,22 @@ async fn restore_full(
     let ids = register_states(backend, &file)?;
     stats.files_read += 1;
     backend.begin_bulk_load()?;
-    file.read_entries(store, wanted, &mut |entry| {
-        // Indexes were checked against the header while decoding.
-        let state = ids[entry.state.0 as usize];
-        backend.ingest(StateEntry { state, ..entry })?;
-        stats.entries += 1;
+    let threads = load_threads();
+    file.read_runs(store, wanted, &mut |blocks, run| {
+        let key_groups: Vec<KeyGroup> = blocks.iter().map(|b| b.key_group).collect();
+        let loaded = AtomicU64::new(0);
+        let by_key_group =
+            load_key_groups::<SnapshotError>(backend, &key_groups, threads, &|i, load| {
+                let entries = load_block(&file, &blocks[i], run, &ids, &mut |e| load.ingest(e))?;
+                loaded.fetch_add(entries, Ordering::Relaxed);
+                Ok(())
+            })?;
+        stats.entries += loaded.into_inner();
+        if !by_key_group {
+            for info in blocks {
+                stats.entries += load_block(&file, info, run, &ids, &mut |e| backend.ingest(e))?;
+            }
+        }
         Ok(())
     })
     .await?;
@@ -93,6 +111,26 @@ async fn restore_full(
     stats.key_groups +=
         u32::try_from(file.layout().blocks_in(wanted).len()).expect("at most 32768 key groups");
     Ok(())
+}
+
+/// Decodes one block into `ingest`, with the backend's state ids in place of
+/// the file's state indexes; returns the entries it held.
+fn load_block(
+    file: &SnapshotFile,
+    info: &BlockInfo,
+    run: &StoredRun,
+    ids: &[StateId],
+    ingest: &mut dyn FnMut(StateEntry<'_>) -> weir_state::Result<()>,
+) -> Result<u64> {
+    let mut entries = 0;
+    file.read_block(info, run, &mut |entry| {
+        // Indexes were checked against the header while decoding.
+        let state = ids[entry.state.0 as usize];
+        ingest(StateEntry { state, ..entry })?;
+        entries += 1;
+        Ok(())
+    })?;
+    Ok(entries)
 }
 
 /// Registers the file's states in `backend`, returning the backend's id for

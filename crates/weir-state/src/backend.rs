@@ -23,13 +23,17 @@
 //! `ingest` writes canonical entries straight into the base, before the first
 //! epoch; `weir-snapshot` drives it from snapshot files, inside
 //! `begin_bulk_load`/`finish_bulk_load` so a backend can load them in bulk
-//! (RocksDB writes sorted SST files and ingests them whole).
+//! (RocksDB writes sorted SST files and ingests them whole). A backend may
+//! also hand out whole key groups (`detach_key_group`) that a restore fills
+//! on several threads at once and gives back (`attach_key_group`); the heap
+//! does.
 
+use std::any::Any;
 use std::borrow::Cow;
 
-use weir_types::{Attempt, Epoch, KeyGroupRange, MaxParallelism, StateDescriptor};
+use weir_types::{Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor};
 
-use crate::error::Result;
+use crate::error::{Result, StateError};
 use crate::frozen::{FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
 
@@ -191,4 +195,42 @@ pub trait KeyedStateBackend: Send {
     fn finish_bulk_load(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// Takes `key_group` out for a restore that loads several key groups at
+    /// once, each on its own thread: entries go in through the returned
+    /// [`KeyGroupLoad`], and [`attach_key_group`](Self::attach_key_group)
+    /// puts the key group back with them. Until then nothing else may read
+    /// or write that key group. `None` (the default): this backend restores
+    /// through [`ingest`](Self::ingest) only.
+    fn detach_key_group(&mut self, key_group: KeyGroup) -> Result<Option<Box<dyn KeyGroupLoad>>> {
+        let _ = key_group;
+        Ok(None)
+    }
+
+    /// Puts back a key group that [`detach_key_group`](Self::detach_key_group)
+    /// of this backend took out, with every entry ingested into it.
+    fn attach_key_group(&mut self, load: Box<dyn KeyGroupLoad>) -> Result<()> {
+        let _ = load;
+        Err(StateError::ForeignKeyGroup)
+    }
+}
+
+/// One key group taken out of a backend by
+/// [`KeyedStateBackend::detach_key_group`], to be filled on another thread.
+pub trait KeyGroupLoad: Send {
+    /// Writes a canonical entry of this key group into the base, as
+    /// [`KeyedStateBackend::ingest`] does; entries of other key groups are
+    /// errors. A later entry of a key replaces an earlier one.
+    fn ingest(&mut self, entry: StateEntry<'_>) -> Result<()>;
+
+    /// Does, on the calling thread, whatever the load held back (the heap
+    /// sizes and fills its tables here), so that
+    /// [`KeyedStateBackend::attach_key_group`] only puts the key group back.
+    /// Entries may still follow.
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The load itself, for the backend that made it to take back.
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }

@@ -111,6 +111,9 @@ pub enum StateError {
     /// Invalid ids, key groups or encodings.
     #[error(transparent)]
     Types(#[from] TypesError),
+    /// A key group given back to a backend that did not take it out.
+    #[error("a detached key group can only be attached to the backend that detached it")]
+    ForeignKeyGroup,
     /// The storage engine below a backend failed (e.g. RocksDB).
     #[error("state storage failed: {message}")]
     Storage {

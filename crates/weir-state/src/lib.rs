@@ -9,6 +9,8 @@
 //! keep writing. [`HeapKeyedStateBackend`] keeps everything in memory;
 //! [`EpochLog`] is the epoch bookkeeping every backend shares, and
 //! [`OperatorStateStore`] holds the non-keyed state of a subtask.
+//! [`load_key_groups`] restores key groups of a backend that hands them out
+//! (the heap) on several threads at once.
 //!
 //! A retried epoch sees the state as it was before its first attempt:
 //!
@@ -47,9 +49,10 @@ mod frozen;
 mod heap;
 mod key;
 mod operator;
+mod parallel_load;
 mod registry;
 
-pub use backend::{KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
+pub use backend::{KeyGroupLoad, KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
 pub use bytes::SmallBytes;
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
 pub use error::{Result, StateError};
@@ -60,4 +63,5 @@ pub use operator::{
     OPERATOR_STATE_VERSION, OperatorListSnapshot, OperatorStateSnapshot, OperatorStateStore,
     RedistributionMode, redistribute,
 };
+pub use parallel_load::{load_key_groups, load_threads};
 pub use registry::{Access, StateRegistry, check_key_group};

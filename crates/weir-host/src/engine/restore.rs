@@ -17,10 +17,10 @@ use weir_snapshot::{
 };
 use weir_state::{
     FrozenKeyedState, KeyedStateBackend, OperatorStateSnapshot, OperatorStateStore, StateEntry,
-    StateError, StateId, redistribute,
+    StateError, StateId, load_key_groups, load_threads, redistribute,
 };
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
-use weir_types::CheckpointId;
+use weir_types::{CheckpointId, KeyGroup};
 
 use super::keyed::KeyedBackend;
 use super::workdir::OwnedDir;
@@ -180,21 +180,33 @@ async fn verified<T>(
     Ok(opened?)
 }
 
-/// Copies every entry of `frozen` into `into`, registering its states.
+/// Copies every entry of `frozen` into `into`, registering its states; key
+/// groups at once on several threads where `into` hands them out (the heap).
 fn copy_entries(frozen: &dyn FrozenKeyedState, into: &mut dyn KeyedStateBackend) -> Result<()> {
     let ids = frozen
         .descriptors()
         .iter()
         .map(|d| into.register_state(d))
         .collect::<weir_state::Result<Vec<StateId>>>()?;
-    into.begin_bulk_load()?;
-    for key_group in frozen.key_group_range().iter() {
+    let copy = |key_group: KeyGroup,
+                ingest: &mut dyn FnMut(StateEntry<'_>) -> weir_state::Result<()>| {
         frozen.for_each_entry(key_group, &mut |entry| {
             let state = *ids
                 .get(entry.state.0 as usize)
                 .ok_or(StateError::UnknownState(entry.state))?;
-            into.ingest(StateEntry { state, ..entry })
+            ingest(StateEntry { state, ..entry })
+        })
+    };
+    let key_groups: Vec<KeyGroup> = frozen.key_group_range().iter().collect();
+    into.begin_bulk_load()?;
+    let by_key_group =
+        load_key_groups::<StateError>(into, &key_groups, load_threads(), &|i, load| {
+            copy(key_groups[i], &mut |entry| load.ingest(entry))
         })?;
+    if !by_key_group {
+        for &key_group in &key_groups {
+            copy(key_group, &mut |entry| into.ingest(entry))?;
+        }
     }
     into.finish_bulk_load()?;
     Ok(())

@@ -1,6 +1,5 @@
 //! A restore's value entries, held back until their key group is complete so
-//! that each table is sized once for them, and inserted on a thread of their
-//! own while the restore decodes the next key groups.
+//! that each table is sized once for them.
 //!
 //! Inserted one by one, a key group of a restore starts from one empty
 //! bucket: it splits several times (every split moves every entry) and each
@@ -9,133 +8,49 @@
 //! group's entries costs little memory, and the restore's entries are
 //! inserted with the tables' final sizes known.
 //!
-//! Inserting them was still a third of a restore, the rest being the
-//! decoding and copying of entries on the restore's own thread. So a
-//! complete key group's table is taken out of the backend and filled by a
-//! builder thread, and put back when the builder is done with it; the
-//! restore waits for every table at the end of the bulk load (or for one
-//! table, when more entries of its key group come later).
-//!
 //! Only value entries are held: list items and map entries of one key are
 //! several entries that merge on insert, and they go in at once.
 
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::thread::JoinHandle;
+use std::cell::RefCell;
 
 use weir_types::KeyGroup;
 
 use crate::backend::StateId;
 use crate::bytes::SmallBytes;
 use crate::heap::data::StateData;
-use crate::heap::table::{DetachedGroup, Slot};
+use crate::heap::table::Slot;
 
-/// Key groups waiting for the builder, at most: beyond that the restore
-/// waits. One keeps the entries the builder reads next in the cache they
-/// were written to: with four, a restore of 10^7 keys (6 MB a key group)
-/// was no faster than inserting on the restore's thread.
-const QUEUED_GROUPS: usize = 1;
+type Held = Vec<Vec<Slot<SmallBytes>>>;
 
-type Slots = Vec<Slot<SmallBytes>>;
+thread_local! {
+    /// The emptied vectors of the last bulk load that ran on this thread. A
+    /// restore loads many key groups on each of its threads, one bulk load
+    /// each (`group_load.rs`), and vectors grown anew for each (megabytes at
+    /// 10^7 keys) faulted fresh pages in every time: a third more time per
+    /// key group. A thread keeps one key group's worth after its last load.
+    static SPARE: RefCell<Held> = const { RefCell::new(Vec::new()) };
+}
 
-/// The value entries of the key group being loaded, per state, and the
-/// tables away at the builder.
-#[derive(Debug, Default)]
+/// The value entries of the key group being loaded, per state.
+#[derive(Debug)]
 pub(crate) struct BulkLoad {
     key_group: Option<(KeyGroup, usize)>,
-    /// Indexed by state id; handed over at each key group.
-    held: Vec<Slots>,
-    /// Emptied vectors the builder gave back, for the next key groups.
-    spare: Vec<Slots>,
-    /// Started with the first complete key group.
-    builder: Option<Builder>,
-    /// Whether no builder thread could be started (tables are then filled
-    /// on the restore's thread).
-    inline: bool,
-    /// (state, key group index) of the tables at the builder.
-    away: Vec<(usize, usize)>,
-}
-
-/// One key group of one state: its table and the entries to insert into it.
-#[derive(Debug)]
-struct Job {
-    state: usize,
-    group: usize,
-    table: DetachedGroup<SmallBytes>,
-    slots: Slots,
-}
-
-impl Job {
-    /// Inserts the entries (the vector stays, empty, for reuse).
-    fn run(&mut self) {
-        self.table.extend(self.slots.drain(..));
-    }
-}
-
-/// The thread that fills tables, and the queues to and from it.
-#[derive(Debug)]
-struct Builder {
-    jobs: SyncSender<Job>,
-    done: Receiver<Job>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Builder {
-    /// `None` when no thread can be started: the restore then inserts on its
-    /// own thread.
-    fn spawn() -> Option<Self> {
-        let (jobs, inbox) = mpsc::sync_channel::<Job>(QUEUED_GROUPS);
-        let (finished, done) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("weir-restore-tables".into())
-            .spawn(move || {
-                for mut job in inbox {
-                    job.run();
-                    if finished.send(job).is_err() {
-                        return;
-                    }
-                }
-            })
-            .ok()?;
-        Some(Self {
-            jobs,
-            done,
-            thread: Some(thread),
-        })
-    }
-
-    fn send(&mut self, job: Job) {
-        if self.jobs.send(job).is_err() {
-            self.failed();
-        }
-    }
-
-    /// The next table done.
-    fn next(&mut self) -> Job {
-        self.done.recv().unwrap_or_else(|_| self.failed())
-    }
-
-    /// The builder only stops early by panicking (allocation failure): the
-    /// restore panics with it, as inserting on its own thread would have.
-    fn failed(&mut self) -> ! {
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            _ => unreachable!("the builder runs until its queue closes"),
-        }
-    }
-
-    /// Ends the thread once every table is back.
-    fn close(mut self) {
-        drop(self.jobs);
-        if let Some(Err(panic)) = self.thread.take().map(JoinHandle::join) {
-            std::panic::resume_unwind(panic);
-        }
-    }
+    /// Indexed by state id; emptied (keeping capacity) at each key group.
+    held: Held,
 }
 
 impl BulkLoad {
+    /// A bulk load that starts with the vectors of the last one that ran on
+    /// this thread.
+    pub(crate) fn new() -> Self {
+        Self {
+            key_group: None,
+            held: SPARE.with_borrow_mut(std::mem::take),
+        }
+    }
+
     /// Holds `slot`, a value entry of `state` in `key_group` (index `group`
-    /// of the backend's range), first handing over what another key group
-    /// held.
+    /// of the backend's range), first inserting what another key group held.
     pub(crate) fn hold(
         &mut self,
         data: &mut [StateData],
@@ -144,7 +59,7 @@ impl BulkLoad {
         slot: Slot<SmallBytes>,
     ) {
         if self.key_group.is_some_and(|(held, _)| held != key_group) {
-            self.hand_over(data);
+            self.insert(data);
         }
         self.key_group = Some((key_group, group));
         let state = state.0 as usize;
@@ -154,89 +69,27 @@ impl BulkLoad {
         self.held[state].push(slot);
     }
 
-    /// Inserts every entry held or handed over into `data` and waits for
-    /// the builder; entries of a key go in the order they came (a later one
-    /// replaces an earlier one).
+    /// Inserts every held entry into `data`, in the order they came (a later
+    /// entry of a key replaces an earlier one), and leaves the emptied
+    /// vectors to the next bulk load on this thread.
     pub(crate) fn finish(mut self, data: &mut [StateData]) {
-        self.hand_over(data);
-        while !self.away.is_empty() {
-            self.wait(data);
-        }
-        if let Some(builder) = self.builder.take() {
-            builder.close();
-        }
+        self.insert(data);
+        SPARE.with_borrow_mut(|spare| *spare = std::mem::take(&mut self.held));
     }
 
-    /// Sends the held key group's tables to the builder (or fills them here
-    /// when there is none).
-    fn hand_over(&mut self, data: &mut [StateData]) {
+    /// Inserts every held entry into `data` now.
+    pub(crate) fn insert(&mut self, data: &mut [StateData]) {
         let Some((_, group)) = self.key_group.take() else {
             return;
         };
-        for state in 0..self.held.len() {
-            if self.held[state].is_empty() {
+        for (state, slots) in self.held.iter_mut().enumerate() {
+            if slots.is_empty() {
                 continue;
             }
-            // Its earlier entries first: the table must be back to take more.
-            while self.away.contains(&(state, group)) {
-                self.wait(data);
-            }
-            let slots =
-                std::mem::replace(&mut self.held[state], self.spare.pop().unwrap_or_default());
             let StateData::Bytes(table) = &mut data[state] else {
                 unreachable!("only value entries are held, and value states hold byte tables");
             };
-            let mut job = Job {
-                state,
-                group,
-                table: table.detach_group(group),
-                slots,
-            };
-            if self.builder.is_none() && !self.inline {
-                self.builder = Builder::spawn();
-                self.inline = self.builder.is_none();
-            }
-            match &mut self.builder {
-                Some(builder) => {
-                    builder.send(job);
-                    self.away.push((state, group));
-                }
-                None => {
-                    job.run();
-                    self.put_back(data, job);
-                }
-            }
+            table.extend_group(group, slots.drain(..));
         }
-        self.collect_done(data);
-    }
-
-    /// Puts back the tables the builder has finished, without waiting.
-    fn collect_done(&mut self, data: &mut [StateData]) {
-        while let Some(job) = self.builder.as_ref().and_then(|b| b.done.try_recv().ok()) {
-            self.put_back(data, job);
-        }
-    }
-
-    /// Waits for the builder's next table and puts it back.
-    fn wait(&mut self, data: &mut [StateData]) {
-        if let Some(builder) = &mut self.builder {
-            let job = builder.next();
-            self.put_back(data, job);
-        }
-    }
-
-    fn put_back(&mut self, data: &mut [StateData], job: Job) {
-        let Job {
-            state,
-            group,
-            table,
-            slots,
-        } = job;
-        let StateData::Bytes(tables) = &mut data[state] else {
-            unreachable!("only value entries are held, and value states hold byte tables");
-        };
-        tables.attach_group(group, table);
-        self.away.retain(|&away| away != (state, group));
-        self.spare.push(slots);
     }
 }

@@ -43,4 +43,21 @@ impl StateData {
             }
         }
     }
+
+    /// Takes key group `group` out (see [`StateTable::detach_group`]).
+    pub(crate) fn detach_group(&mut self, group: usize) -> Self {
+        match self {
+            Self::Bytes(table) => Self::Bytes(table.detach_group(group)),
+            Self::Map(table) => Self::Map(table.detach_group(group)),
+        }
+    }
+
+    /// Puts back what [`detach_group`](Self::detach_group) took out.
+    pub(crate) fn attach_group(&mut self, group: usize, detached: Self) {
+        match (self, detached) {
+            (Self::Bytes(table), Self::Bytes(d)) => table.attach_group(group, d),
+            (Self::Map(table), Self::Map(d)) => table.attach_group(group, d),
+            _ => unreachable!("a detached key group goes back to the table it came from"),
+        }
+    }
 }

@@ -13,6 +13,7 @@
 mod bulk;
 mod data;
 mod frozen;
+mod group_load;
 mod table;
 mod undo;
 
@@ -22,16 +23,17 @@ use weir_types::{
     Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, TypesError,
 };
 
-use crate::backend::{KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
+use crate::backend::{KeyGroupLoad, KeyedStateBackend, StateId, ValueUpdate, ValueUpdateFn};
 use crate::bytes::SmallBytes;
 use crate::epoch::EpochLog;
-use crate::error::Result;
+use crate::error::{Result, StateError};
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
 use crate::registry::{Access, StateRegistry, check_key_group};
 use bulk::BulkLoad;
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
+use group_load::HeapGroupLoad;
 use table::{Slot, SlotKey, StateTable};
 use undo::{Undo, UndoTarget};
 
@@ -496,46 +498,14 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             entry.key_group,
             Access::of_payload(&entry.payload),
         )?;
-        // A held entry is hashed where it is inserted (`bulk.rs`).
-        let k = || SlotKey::new(entry.key, entry.namespace);
-        match (&mut self.data[entry.state.0 as usize], entry.payload) {
-            (StateData::Bytes(table), EntryPayload::Value(value)) => {
-                let value = SmallBytes::from_slice(value);
-                match &mut self.bulk {
-                    Some(bulk) => bulk.hold(
-                        &mut self.data,
-                        entry.state,
-                        (entry.key_group, group),
-                        Slot::restored(entry.key, entry.namespace, value),
-                    ),
-                    None => table.set(group, k(), value, None),
-                }
-            }
-            (StateData::Bytes(table), EntryPayload::List(items)) => {
-                if !items.is_empty() {
-                    let (slot, _) = table.get_or_insert(group, k(), SmallBytes::default);
-                    slot.payload.extend(items);
-                }
-            }
-            (StateData::Map(table), EntryPayload::MapEntry { user_key, value }) => {
-                let (slot, _) = table.get_or_insert(group, k(), UserMap::default);
-                slot.payload.insert(
-                    user_key.into(),
-                    MapValue {
-                        value: value.to_vec(),
-                        tag: None,
-                    },
-                );
-            }
-            _ => unreachable!("the access check matched the payload to the table"),
-        }
+        ingest_into(&mut self.data, group, entry, self.bulk.as_mut());
         Ok(())
     }
 
     /// Value entries are then held per key group and inserted into tables
     /// sized for them (`bulk.rs`).
     fn begin_bulk_load(&mut self) -> Result<()> {
-        self.bulk.get_or_insert_default();
+        self.bulk.get_or_insert_with(BulkLoad::new);
         Ok(())
     }
 
@@ -544,6 +514,87 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             bulk.finish(&mut self.data);
         }
         Ok(())
+    }
+
+    /// Every state's table of the key group goes out, and comes back whole.
+    fn detach_key_group(&mut self, key_group: KeyGroup) -> Result<Option<Box<dyn KeyGroupLoad>>> {
+        self.epochs.check_all_final()?;
+        check_key_group(self.range, key_group)?;
+        let group = (u32::from(key_group.0) - self.range.start()) as usize;
+        // Entries this backend's own bulk load holds go in first: they came
+        // before anything loaded into the detached key group.
+        if let Some(bulk) = &mut self.bulk {
+            bulk.insert(&mut self.data);
+        }
+        let data = self
+            .data
+            .iter_mut()
+            .map(|d| d.detach_group(group))
+            .collect();
+        Ok(Some(Box::new(HeapGroupLoad::new(
+            key_group,
+            group,
+            self.states.clone(),
+            data,
+        ))))
+    }
+
+    fn attach_key_group(&mut self, load: Box<dyn KeyGroupLoad>) -> Result<()> {
+        let load = load
+            .into_any()
+            .downcast::<HeapGroupLoad>()
+            .map_err(|_| StateError::ForeignKeyGroup)?;
+        let (group, data) = load.into_parts();
+        if data.len() != self.data.len() {
+            return Err(StateError::ForeignKeyGroup);
+        }
+        for (table, detached) in self.data.iter_mut().zip(data) {
+            table.attach_group(group, detached);
+        }
+        Ok(())
+    }
+}
+
+/// Writes a restored entry into `data` at key group index `group` (checked
+/// by the caller), or holds a value entry in `bulk` during a bulk load.
+fn ingest_into(
+    data: &mut [StateData],
+    group: usize,
+    entry: StateEntry<'_>,
+    bulk: Option<&mut BulkLoad>,
+) {
+    // A held entry is hashed where it is inserted (`bulk.rs`).
+    let k = || SlotKey::new(entry.key, entry.namespace);
+    match (&mut data[entry.state.0 as usize], entry.payload) {
+        (StateData::Bytes(table), EntryPayload::Value(value)) => {
+            let value = SmallBytes::from_slice(value);
+            match bulk {
+                Some(bulk) => bulk.hold(
+                    data,
+                    entry.state,
+                    (entry.key_group, group),
+                    Slot::restored(entry.key, entry.namespace, value),
+                ),
+                None => table.set(group, k(), value, None),
+            }
+        }
+        (StateData::Bytes(table), EntryPayload::List(items)) => {
+            if !items.is_empty() {
+                let (slot, _) = table.get_or_insert(group, k(), SmallBytes::default);
+                slot.payload.extend(items);
+            }
+        }
+        (StateData::Map(table), EntryPayload::MapEntry { user_key, value }) => {
+            let (slot, _) = table.get_or_insert(group, k(), UserMap::default);
+            slot.payload.insert(
+                user_key.into(),
+                MapValue {
+                    value: value.to_vec(),
+                    tag: None,
+                },
+            );
+        }
+        _ => unreachable!("the access check matched the payload to the table"),
     }
 }
 

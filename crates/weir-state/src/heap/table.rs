@@ -97,7 +97,7 @@ impl<P> Slot<P> {
     }
 
     /// A restored entry (no epoch wrote it) at `key` and `namespace`, not
-    /// hashed yet: [`DetachedGroup::extend`] hashes it on the thread that
+    /// hashed yet: [`StateTable::extend_group`] hashes it on the thread that
     /// inserts it.
     pub(crate) fn restored(key: &[u8], namespace: &[u8], payload: P) -> Self {
         let mut bytes = SmallBytes::from_slice(key);
@@ -290,33 +290,6 @@ impl<'a, P> SlotEntry<'a, P> {
     }
 }
 
-/// One key group of one state, taken out of its [`StateTable`] to be filled
-/// on another thread (a restore's table builder, `bulk.rs`).
-#[derive(Debug)]
-pub(crate) struct DetachedGroup<P>(Arc<GroupTable<P>>);
-
-impl<P: Clone> DetachedGroup<P> {
-    /// Inserts `slots`, each replacing an entry with its key; the key group
-    /// is sized for all of them first.
-    pub(crate) fn extend(&mut self, slots: impl ExactSizeIterator<Item = Slot<P>>) {
-        let g = Arc::make_mut(&mut self.0);
-        g.reserve(slots.len());
-        for slot in slots {
-            let hash = slot.hash();
-            let i = g.bucket_index(hash);
-            // Borrow the bucket and the count apart: a vacant entry updates both.
-            let bucket = Arc::make_mut(&mut g.buckets[i]);
-            match bucket.entry(hash, |s| s.same_address(&slot), Slot::hash) {
-                Entry::Occupied(mut o) => *o.get_mut() = slot,
-                Entry::Vacant(v) => {
-                    g.len += 1;
-                    v.insert(slot);
-                }
-            }
-        }
-    }
-}
-
 /// All the entries of one state: one [`GroupTable`] per key group of the
 /// backend's range, each shared with snapshots through an [`Arc`].
 #[derive(Debug, Clone)]
@@ -414,20 +387,47 @@ impl<P: Clone> StateTable<P> {
         }
     }
 
-    /// Takes key group `group` out, leaving it empty, so another thread can
-    /// fill it ([`DetachedGroup::extend`]) while this table goes on; nothing
-    /// may write the group until [`attach_group`](Self::attach_group) puts it
-    /// back.
-    pub(crate) fn detach_group(&mut self, group: usize) -> DetachedGroup<P> {
-        DetachedGroup(std::mem::replace(
-            &mut self.groups[group],
-            Arc::new(GroupTable::new()),
-        ))
+    /// Takes key group `group` out as a table of that one key group (index
+    /// 0), leaving it empty here, so another thread can fill it while this
+    /// table goes on; nothing may write the group here until
+    /// [`attach_group`](Self::attach_group) puts it back.
+    pub(crate) fn detach_group(&mut self, group: usize) -> Self {
+        let taken = std::mem::replace(&mut self.groups[group], Arc::new(GroupTable::new()));
+        Self {
+            groups: vec![taken],
+        }
     }
 
-    /// Puts back a key group [`detach_group`](Self::detach_group) took out.
-    pub(crate) fn attach_group(&mut self, group: usize, detached: DetachedGroup<P>) {
-        self.groups[group] = detached.0;
+    /// Puts back as key group `group` the one key group of `detached` (from
+    /// [`detach_group`](Self::detach_group)).
+    pub(crate) fn attach_group(&mut self, group: usize, detached: Self) {
+        let [taken] = <[_; 1]>::try_from(detached.groups)
+            .unwrap_or_else(|_| unreachable!("a detached table holds one key group"));
+        self.groups[group] = taken;
+    }
+
+    /// Inserts `slots` into key group `group`, each replacing an entry with
+    /// its key; the key group is sized for all of them first.
+    pub(crate) fn extend_group(
+        &mut self,
+        group: usize,
+        slots: impl ExactSizeIterator<Item = Slot<P>>,
+    ) {
+        let g = Arc::make_mut(&mut self.groups[group]);
+        g.reserve(slots.len());
+        for slot in slots {
+            let hash = slot.hash();
+            let i = g.bucket_index(hash);
+            // Borrow the bucket and the count apart: a vacant entry updates both.
+            let bucket = Arc::make_mut(&mut g.buckets[i]);
+            match bucket.entry(hash, |s| s.same_address(&slot), Slot::hash) {
+                Entry::Occupied(mut o) => *o.get_mut() = slot,
+                Entry::Vacant(v) => {
+                    g.len += 1;
+                    v.insert(slot);
+                }
+            }
+        }
     }
 
     /// Key group `group` for writing, split first if it may grow past its

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use weir_state::{
-    EntryPayload, FrozenKeyedState, HeapKeyedStateBackend, KeyedStateBackend, StateError, StateId,
-    StateKey, push_list_item,
+    EntryPayload, FrozenKeyedState, HeapKeyedStateBackend, KeyGroupLoad, KeyedStateBackend,
+    StateError, StateId, StateKey, load_key_groups, push_list_item,
 };
 use weir_types::{
     Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, ValueType,
@@ -443,19 +443,29 @@ fn ingest_restores_a_snapshot() {
     ));
 }
 
-#[test]
-fn a_bulk_load_restores_every_entry_and_a_later_entry_of_a_key_wins() {
-    // Enough keys that each key group needs several buckets.
-    let keys: Vec<Vec<u8>> = (0u32..12_000).map(|i| i.to_le_bytes().to_vec()).collect();
-    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+/// 12,000 keys: enough that each key group needs several buckets.
+fn many_keys() -> Vec<Vec<u8>> {
+    (0u32..12_000).map(|i| i.to_le_bytes().to_vec()).collect()
+}
+
+/// A snapshot of one entry of every kind for each of `keys`, and a reducing
+/// value for the first 100.
+fn many_keys_view(keys: &[&[u8]]) -> Box<dyn FrozenKeyedState> {
     let mut source = backend();
     begin(&mut source, 1, 0);
-    fill(&mut source, &refs, "v");
-    for k in &refs[..100] {
+    fill(&mut source, keys, "v");
+    for k in &keys[..100] {
         source.put_value(SUM, key(k), b"7").expect("puts");
     }
     commit_final(&mut source, 1, 0);
-    let view = source.snapshot_sync().expect("all final");
+    source.snapshot_sync().expect("all final")
+}
+
+#[test]
+fn a_bulk_load_restores_every_entry_and_a_later_entry_of_a_key_wins() {
+    let keys = many_keys();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let view = many_keys_view(&refs);
 
     let mut restored = backend();
     restored.begin_bulk_load().expect("begins");
@@ -489,6 +499,101 @@ fn a_bulk_load_restores_every_entry_and_a_later_entry_of_a_key_wins() {
         expected
     );
     assert_eq!(value(&mut restored, refs[1]), Some(b"v".to_vec()));
+}
+
+#[test]
+fn key_groups_loaded_on_threads_restore_what_ingest_does() {
+    let keys = many_keys();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let view = many_keys_view(&refs);
+    let key_groups: Vec<KeyGroup> = view.key_group_range().iter().collect();
+
+    // Key group 2 already holds entries: loaded ones join them, and a
+    // loaded entry of a key replaces the one there.
+    let mut restored = backend();
+    begin(&mut restored, 1, 0);
+    restored
+        .put_value(VALUE, key(b"\x00old"), b"kept")
+        .expect("puts");
+    restored
+        .put_value(VALUE, key(refs[0]), b"replaced")
+        .expect("puts");
+    commit_final(&mut restored, 1, 0);
+    let loaded = load_key_groups::<StateError>(&mut restored, &key_groups, 3, &|i, load| {
+        view.for_each_entry(key_groups[i], &mut |e| load.ingest(e))
+    })
+    .expect("loads");
+    assert!(loaded, "the heap hands out key groups");
+
+    let mut expected = dump(&*view);
+    expected.insert(
+        (VALUE.0, 2, b"\x00old".to_vec(), Vec::new()),
+        vec![(None, b"kept".to_vec())],
+    );
+    assert_eq!(
+        dump(&*restored.snapshot_sync().expect("all final")),
+        expected
+    );
+    assert_eq!(value(&mut restored, refs[1]), Some(b"v".to_vec()));
+    assert_eq!(map_entries(&mut restored, refs[2]).len(), 1);
+
+    // One core, or a backend that loads entry by entry: nothing is done.
+    let mut untouched = backend();
+    let fill_none = |_: usize, _: &mut dyn KeyGroupLoad| -> Result<(), StateError> {
+        unreachable!("nothing is loaded on one thread")
+    };
+    assert!(!load_key_groups(&mut untouched, &key_groups, 1, &fill_none).expect("no-op"));
+}
+
+#[test]
+fn a_failed_key_group_load_puts_every_key_group_back() {
+    let mut b = backend();
+    begin(&mut b, 1, 0);
+    fill(&mut b, &[b"\x00a", b"\x01b", b"\x02c", b"\x03d"], "v");
+    commit_final(&mut b, 1, 0);
+    let before = dump(&*b.snapshot_sync().expect("all final"));
+    let key_groups: Vec<KeyGroup> = b.key_group_range().iter().collect();
+
+    let failed = load_key_groups::<StateError>(&mut b, &key_groups, 2, &|i, load| {
+        // An entry of another key group, and one of a list state as a value.
+        let other = KeyGroup(key_groups[(i + 1) % key_groups.len()].0);
+        let wrong = load.ingest(weir_state::StateEntry {
+            state: VALUE,
+            key_group: other,
+            key: b"x",
+            namespace: b"",
+            payload: EntryPayload::Value(b"1"),
+        });
+        assert!(matches!(wrong, Err(StateError::KeyGroupOutOfRange { .. })));
+        load.ingest(weir_state::StateEntry {
+            state: LIST,
+            key_group: key_groups[i],
+            key: b"x",
+            namespace: b"",
+            payload: EntryPayload::Value(b"1"),
+        })
+    });
+    assert!(matches!(failed, Err(StateError::WrongKind { .. })));
+    assert_eq!(dump(&*b.snapshot_sync().expect("all final")), before);
+
+    // A key group goes back only to the backend it came from.
+    let load = b
+        .detach_key_group(KeyGroup(2))
+        .expect("detaches")
+        .expect("the heap hands out key groups");
+    let mut other = HeapKeyedStateBackend::new(
+        MaxParallelism::new(8).expect("valid max"),
+        KeyGroupRange::new(2, 6).expect("valid range"),
+    )
+    .expect("range fits");
+    assert!(matches!(
+        other.attach_key_group(load),
+        Err(StateError::ForeignKeyGroup)
+    ));
+    assert!(matches!(
+        b.detach_key_group(KeyGroup(7)),
+        Err(StateError::KeyGroupOutOfRange { .. })
+    ));
 }
 
 mod cow {

@@ -1,0 +1,98 @@
+//! Restoring several key groups at once, each on its own thread, in a
+//! backend that hands out whole key groups
+//! ([`KeyedStateBackend::detach_key_group`]).
+//!
+//! A restore is CPU work per entry (decode, copy, insert), and key groups
+//! are independent: taken out of the backend, each can be filled on another
+//! thread and put back. Restores from snapshot files (`weir-snapshot`) and
+//! copies between backends (`weir-host`) both load this way.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use weir_types::KeyGroup;
+
+use crate::backend::{KeyGroupLoad, KeyedStateBackend};
+use crate::error::StateError;
+
+/// More threads than this gain little: reading the input and putting key
+/// groups back on the calling thread become the limit.
+const MAX_LOAD_THREADS: usize = 4;
+
+/// The threads a restore loads key groups on: the cores there are, up to
+/// four.
+pub fn load_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS))
+}
+
+/// Takes `key_groups` out of `backend`, fills each on one of up to `threads`
+/// threads with `fill(i, load)` (`i` indexes `key_groups`), finishes it
+/// there ([`KeyGroupLoad::finish`]), and puts every key group back, also
+/// after an error, the first of which is returned.
+///
+/// Returns `Ok(false)`, having done nothing, when the backend hands out no
+/// key groups (it restores through [`KeyedStateBackend::ingest`] only) or
+/// when `threads` is 1 (entry by entry costs less then).
+pub fn load_key_groups<E>(
+    backend: &mut dyn KeyedStateBackend,
+    key_groups: &[KeyGroup],
+    threads: usize,
+    fill: &(dyn Fn(usize, &mut dyn KeyGroupLoad) -> Result<(), E> + Sync),
+) -> Result<bool, E>
+where
+    E: From<StateError> + Send,
+{
+    if threads <= 1 || key_groups.is_empty() {
+        return Ok(false);
+    }
+    let mut loads = Vec::with_capacity(key_groups.len());
+    for &key_group in key_groups {
+        match backend.detach_key_group(key_group)? {
+            Some(load) => loads.push(Mutex::new(load)),
+            None => {
+                debug_assert!(
+                    loads.is_empty(),
+                    "a backend detaches every key group or none"
+                );
+                return Ok(false);
+            }
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let failed = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(loads.len()) {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(load) = loads.get(i) else {
+                        return;
+                    };
+                    let mut load = load.lock().unwrap_or_else(PoisonError::into_inner);
+                    let filled = fill(i, load.as_mut()).and_then(|()| Ok(load.finish()?));
+                    if let Err(e) = filled {
+                        stop.store(true, Ordering::Relaxed);
+                        failed
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    let mut attached = Ok(());
+    for load in loads {
+        let load = load.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let result = backend.attach_key_group(load);
+        if attached.is_ok() {
+            attached = result;
+        }
+    }
+    if let Some(e) = failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(e);
+    }
+    attached?;
+    Ok(true)
+}
