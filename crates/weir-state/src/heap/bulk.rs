@@ -11,8 +11,6 @@
 //! Only value entries are held: list items and map entries of one key are
 //! several entries that merge on insert, and they go in at once.
 
-use std::cell::RefCell;
-
 use weir_types::KeyGroup;
 
 use crate::backend::StateId;
@@ -20,19 +18,11 @@ use crate::bytes::SmallBytes;
 use crate::heap::data::StateData;
 use crate::heap::table::Slot;
 
-type Held = Vec<Vec<Slot<SmallBytes>>>;
-
-thread_local! {
-    /// The emptied vectors of the last bulk load that ran on this thread. A
-    /// restore loads many key groups on each of its threads, one bulk load
-    /// each (`group_load.rs`), and vectors grown anew for each (megabytes at
-    /// 10^7 keys) faulted fresh pages in every time: a third more time per
-    /// key group. A thread keeps one key group's worth after its last load.
-    static SPARE: RefCell<Held> = const { RefCell::new(Vec::new()) };
-}
+/// Per state, the entries held for one key group.
+pub(crate) type Held = Vec<Vec<Slot<SmallBytes>>>;
 
 /// The value entries of the key group being loaded, per state.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct BulkLoad {
     key_group: Option<(KeyGroup, usize)>,
     /// Indexed by state id; emptied (keeping capacity) at each key group.
@@ -40,12 +30,12 @@ pub(crate) struct BulkLoad {
 }
 
 impl BulkLoad {
-    /// A bulk load that starts with the vectors of the last one that ran on
-    /// this thread.
-    pub(crate) fn new() -> Self {
+    /// A bulk load that holds entries in `held`'s vectors (emptied ones of
+    /// an earlier bulk load, whose capacity it reuses).
+    pub(crate) fn with_held(held: Held) -> Self {
         Self {
             key_group: None,
-            held: SPARE.with_borrow_mut(std::mem::take),
+            held,
         }
     }
 
@@ -70,11 +60,10 @@ impl BulkLoad {
     }
 
     /// Inserts every held entry into `data`, in the order they came (a later
-    /// entry of a key replaces an earlier one), and leaves the emptied
-    /// vectors to the next bulk load on this thread.
-    pub(crate) fn finish(mut self, data: &mut [StateData]) {
+    /// entry of a key replaces an earlier one); returns the emptied vectors.
+    pub(crate) fn finish(mut self, data: &mut [StateData]) -> Held {
         self.insert(data);
-        SPARE.with_borrow_mut(|spare| *spare = std::mem::take(&mut self.held));
+        self.held
     }
 
     /// Inserts every held entry into `data` now.

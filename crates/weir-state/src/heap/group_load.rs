@@ -7,10 +7,11 @@
 //! it: restores load several key groups at once this way, one per thread.
 
 use std::any::Any;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use weir_types::KeyGroup;
 
-use super::bulk::BulkLoad;
+use super::bulk::{BulkLoad, Held};
 use super::data::StateData;
 use super::ingest_into;
 use crate::backend::KeyGroupLoad;
@@ -21,6 +22,8 @@ use crate::registry::{Access, StateRegistry};
 /// The key group's tables and the entries held for them.
 #[derive(Debug)]
 pub(crate) struct HeapGroupLoad {
+    /// The id of the backend it came from.
+    owner: u64,
     key_group: KeyGroup,
     /// The key group's index in the backend's range.
     group: usize,
@@ -28,24 +31,37 @@ pub(crate) struct HeapGroupLoad {
     states: StateRegistry,
     /// Per state, a table of this key group only.
     data: Vec<StateData>,
-    /// Started by the first entry, on the thread that loads them.
+    /// From the first entry to [`KeyGroupLoad::finish`].
     bulk: Option<BulkLoad>,
+    /// Emptied vectors that loads of the backend's key groups pass on.
+    spare: Arc<Mutex<Vec<Held>>>,
 }
 
 impl HeapGroupLoad {
+    /// The load of `key_group` (index `group`) of backend `owner` into
+    /// `data`; value entries are held in vectors from `spare`, which get
+    /// back there once inserted.
     pub(crate) fn new(
-        key_group: KeyGroup,
-        group: usize,
+        owner: u64,
+        (key_group, group): (KeyGroup, usize),
         states: StateRegistry,
         data: Vec<StateData>,
+        spare: Arc<Mutex<Vec<Held>>>,
     ) -> Self {
         Self {
+            owner,
             key_group,
             group,
             states,
             data,
             bulk: None,
+            spare,
         }
+    }
+
+    /// The id of the backend it came from.
+    pub(crate) fn owner(&self) -> u64 {
+        self.owner
     }
 
     /// Inserts what is still held; returns the key group's index and its
@@ -55,9 +71,14 @@ impl HeapGroupLoad {
         (self.group, self.data)
     }
 
+    fn spare(&self) -> std::sync::MutexGuard<'_, Vec<Held>> {
+        self.spare.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn insert_held(&mut self) {
         if let Some(bulk) = self.bulk.take() {
-            bulk.finish(&mut self.data);
+            let held = bulk.finish(&mut self.data);
+            self.spare().push(held);
         }
     }
 }
@@ -75,8 +96,11 @@ impl KeyGroupLoad for HeapGroupLoad {
                 )?,
             });
         }
-        let bulk = self.bulk.get_or_insert_with(BulkLoad::new);
-        ingest_into(&mut self.data, 0, entry, Some(bulk));
+        if self.bulk.is_none() {
+            let held = self.spare().pop().unwrap_or_default();
+            self.bulk = Some(BulkLoad::with_held(held));
+        }
+        ingest_into(&mut self.data, 0, entry, self.bulk.as_mut());
         Ok(())
     }
 

@@ -18,6 +18,8 @@ mod table;
 mod undo;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use weir_types::{
     Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, TypesError,
@@ -30,7 +32,7 @@ use crate::error::{Result, StateError};
 use crate::frozen::{EntryPayload, FrozenKeyedState, StateEntry};
 use crate::key::StateKey;
 use crate::registry::{Access, StateRegistry, check_key_group};
-use bulk::BulkLoad;
+use bulk::{BulkLoad, Held};
 use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
 use group_load::HeapGroupLoad;
@@ -45,6 +47,8 @@ use undo::{Undo, UndoTarget};
 /// in a completed snapshot.
 #[derive(Debug)]
 pub struct HeapKeyedStateBackend {
+    /// Tells this backend's detached key groups from another's.
+    id: u64,
     max: MaxParallelism,
     range: KeyGroupRange,
     states: StateRegistry,
@@ -58,6 +62,10 @@ pub struct HeapKeyedStateBackend {
     spare: Vec<Undo>,
     /// The entries of a bulk load not inserted yet (during one only).
     bulk: Option<BulkLoad>,
+    /// Emptied vectors of key groups loaded on other threads, for the next
+    /// ones (until the bulk load ends): grown anew for each key group
+    /// (megabytes at 10^7 keys), they faulted fresh pages in every time.
+    spare_held: Arc<Mutex<Vec<Held>>>,
 }
 
 impl HeapKeyedStateBackend {
@@ -71,7 +79,9 @@ impl HeapKeyedStateBackend {
             }
             .into());
         }
+        static BACKENDS: AtomicU64 = AtomicU64::new(0);
         Ok(Self {
+            id: BACKENDS.fetch_add(1, Ordering::Relaxed),
             max: max_parallelism,
             range: key_group_range,
             states: StateRegistry::default(),
@@ -80,6 +90,7 @@ impl HeapKeyedStateBackend {
             undo: Vec::new(),
             spare: Vec::new(),
             bulk: None,
+            spare_held: Arc::default(),
         })
     }
 
@@ -505,7 +516,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     /// Value entries are then held per key group and inserted into tables
     /// sized for them (`bulk.rs`).
     fn begin_bulk_load(&mut self) -> Result<()> {
-        self.bulk.get_or_insert_with(BulkLoad::new);
+        self.bulk.get_or_insert_default();
         Ok(())
     }
 
@@ -513,6 +524,10 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         if let Some(bulk) = self.bulk.take() {
             bulk.finish(&mut self.data);
         }
+        self.spare_held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         Ok(())
     }
 
@@ -532,10 +547,11 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             .map(|d| d.detach_group(group))
             .collect();
         Ok(Some(Box::new(HeapGroupLoad::new(
-            key_group,
-            group,
+            self.id,
+            (key_group, group),
             self.states.clone(),
             data,
+            Arc::clone(&self.spare_held),
         ))))
     }
 
@@ -544,10 +560,10 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             .into_any()
             .downcast::<HeapGroupLoad>()
             .map_err(|_| StateError::ForeignKeyGroup)?;
-        let (group, data) = load.into_parts();
-        if data.len() != self.data.len() {
+        if load.owner() != self.id {
             return Err(StateError::ForeignKeyGroup);
         }
+        let (group, data) = load.into_parts();
         for (table, detached) in self.data.iter_mut().zip(data) {
             table.attach_group(group, detached);
         }
