@@ -60,8 +60,10 @@ pub struct HeapKeyedStateBackend {
     /// large epoch is megabytes, and a fresh one faults in (and the kernel
     /// zeroes) every page of it again, epoch after epoch.
     spare: Vec<Undo>,
-    /// The entries of a bulk load not inserted yet (during one only).
-    bulk: Option<BulkLoad>,
+    /// The entries of a bulk load not inserted yet (during one only; boxed:
+    /// restores are rare, and the host keeps this backend in an enum beside
+    /// RocksDB's boxed one).
+    bulk: Option<Box<BulkLoad>>,
     /// Emptied vectors of key groups loaded on other threads, for the next
     /// ones (until the bulk load ends): grown anew for each key group
     /// (megabytes at 10^7 keys), they faulted fresh pages in every time.
@@ -509,7 +511,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             entry.key_group,
             Access::of_payload(&entry.payload),
         )?;
-        ingest_into(&mut self.data, group, entry, self.bulk.as_mut());
+        ingest_into(&mut self.data, group, entry, self.bulk.as_deref_mut());
         Ok(())
     }
 
@@ -522,7 +524,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
 
     fn finish_bulk_load(&mut self) -> Result<()> {
         if let Some(bulk) = self.bulk.take() {
-            bulk.finish(&mut self.data);
+            (*bulk).finish(&mut self.data);
         }
         self.spare_held
             .lock()
