@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::ObjectStore;
 use object_store::path::Path;
-use weir_state::{KeyedStateBackend, StateEntry, StateId, load_key_groups, load_threads};
+use weir_state::{KeyedStateBackend, LoadThreads, StateEntry, StateId, load_key_groups};
 use weir_types::KeyGroup;
 
 use crate::error::{Result, SnapshotError};
@@ -88,12 +88,14 @@ async fn restore_full(
     let ids = register_states(backend, &file)?;
     stats.files_read += 1;
     backend.begin_bulk_load()?;
-    let threads = load_threads();
     file.read_runs(store, wanted, &mut |blocks, run| {
         let key_groups: Vec<KeyGroup> = blocks.iter().map(|b| b.key_group).collect();
         let loaded = AtomicU64::new(0);
+        // Held for this ranged read: what other restores free meanwhile is
+        // used by the next one.
+        let threads = LoadThreads::take();
         let by_key_group =
-            load_key_groups::<SnapshotError>(backend, &key_groups, threads, &|i, load| {
+            load_key_groups::<SnapshotError>(backend, &key_groups, threads.count(), &|i, load| {
                 let entries = load_block(&file, &blocks[i], run, &ids, &mut |e| load.ingest(e))?;
                 loaded.fetch_add(entries, Ordering::Relaxed);
                 Ok(())

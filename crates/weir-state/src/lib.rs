@@ -10,7 +10,8 @@
 //! [`EpochLog`] is the epoch bookkeeping every backend shares, and
 //! [`OperatorStateStore`] holds the non-keyed state of a subtask.
 //! [`load_key_groups`] restores key groups of a backend that hands them out
-//! (the heap) on several threads at once.
+//! (the heap) on several threads at once; [`LoadThreads`] shares the cores
+//! among restores running at once.
 //!
 //! A retried epoch sees the state as it was before its first attempt:
 //!
@@ -63,5 +64,5 @@ pub use operator::{
     OPERATOR_STATE_VERSION, OperatorListSnapshot, OperatorStateSnapshot, OperatorStateStore,
     RedistributionMode, redistribute,
 };
-pub use parallel_load::{load_key_groups, load_threads};
+pub use parallel_load::{LoadThreads, load_key_groups};
 pub use registry::{Access, StateRegistry, check_key_group};

@@ -6,6 +6,10 @@
 //! are independent: taken out of the backend, each can be filled on another
 //! thread and put back. Restores from snapshot files (`weir-snapshot`) and
 //! copies between backends (`weir-host`) both load this way.
+//!
+//! Several subtasks of one process may restore at once (a state host's
+//! tasks start together); [`LoadThreads`] shares the cores among them, so
+//! that together they run no more threads than there are cores.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -19,10 +23,42 @@ use crate::error::StateError;
 /// groups back on the calling thread become the limit.
 const MAX_LOAD_THREADS: usize = 4;
 
-/// The threads a restore loads key groups on: the cores there are, up to
-/// four.
-pub fn load_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS))
+/// Threads of this process that restores use now, the restores' own
+/// threads included.
+static LOADING: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads one restore may use now, out of the cores there are (up to
+/// four) less what other restores of this process use; at least one, its
+/// own. Given back when dropped.
+#[derive(Debug)]
+pub struct LoadThreads {
+    granted: usize,
+}
+
+impl LoadThreads {
+    /// Takes what is free now.
+    pub fn take() -> Self {
+        let cores =
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS));
+        let mut granted = 1;
+        // The closure always returns `Some`: the update cannot fail.
+        let _ = LOADING.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |busy| {
+            granted = cores.saturating_sub(busy).max(1);
+            Some(busy + granted)
+        });
+        Self { granted }
+    }
+
+    /// How many threads were granted (1: load on the calling thread).
+    pub fn count(&self) -> usize {
+        self.granted
+    }
+}
+
+impl Drop for LoadThreads {
+    fn drop(&mut self) {
+        LOADING.fetch_sub(self.granted, Ordering::Relaxed);
+    }
 }
 
 /// Takes `key_groups` out of `backend`, fills each on one of up to `threads`
@@ -95,4 +131,32 @@ where
     }
     attached?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restores_at_once_share_the_cores() {
+        let cores =
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS));
+        let first = LoadThreads::take();
+        assert_eq!(first.count(), cores);
+        let second = LoadThreads::take();
+        assert_eq!(
+            second.count(),
+            1,
+            "no core is free: it loads on its own thread"
+        );
+        drop(first);
+        let third = LoadThreads::take();
+        assert_eq!(third.count(), cores.saturating_sub(1).max(1));
+        drop((second, third));
+        assert_eq!(
+            LoadThreads::take().count(),
+            cores,
+            "every thread was given back"
+        );
+    }
 }

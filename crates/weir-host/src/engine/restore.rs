@@ -16,8 +16,8 @@ use weir_snapshot::{
     download_incremental, read_operator_state, restore_keyed,
 };
 use weir_state::{
-    FrozenKeyedState, KeyedStateBackend, OperatorStateSnapshot, OperatorStateStore, StateEntry,
-    StateError, StateId, load_key_groups, load_threads, redistribute,
+    FrozenKeyedState, KeyedStateBackend, LoadThreads, OperatorStateSnapshot, OperatorStateStore,
+    StateEntry, StateError, StateId, load_key_groups, redistribute,
 };
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
 use weir_types::{CheckpointId, KeyGroup};
@@ -199,8 +199,9 @@ fn copy_entries(frozen: &dyn FrozenKeyedState, into: &mut dyn KeyedStateBackend)
     };
     let key_groups: Vec<KeyGroup> = frozen.key_group_range().iter().collect();
     into.begin_bulk_load()?;
+    let threads = LoadThreads::take();
     let by_key_group =
-        load_key_groups::<StateError>(into, &key_groups, load_threads(), &|i, load| {
+        load_key_groups::<StateError>(into, &key_groups, threads.count(), &|i, load| {
             copy(key_groups[i], &mut |entry| load.ingest(entry))
         })?;
     if !by_key_group {

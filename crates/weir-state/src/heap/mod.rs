@@ -100,6 +100,11 @@ impl HeapKeyedStateBackend {
     /// is in range; returns the key group's index within the range.
     fn locate(&self, state: StateId, key_group: KeyGroup, access: Access) -> Result<usize> {
         self.states.get(state, access)?;
+        self.group_index(key_group)
+    }
+
+    /// The index of `key_group` within the range, which it must be in.
+    fn group_index(&self, key_group: KeyGroup) -> Result<usize> {
         check_key_group(self.range, key_group)?;
         Ok((u32::from(key_group.0) - self.range.start()) as usize)
     }
@@ -536,8 +541,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     /// Every state's table of the key group goes out, and comes back whole.
     fn detach_key_group(&mut self, key_group: KeyGroup) -> Result<Option<Box<dyn KeyGroupLoad>>> {
         self.epochs.check_all_final()?;
-        check_key_group(self.range, key_group)?;
-        let group = (u32::from(key_group.0) - self.range.start()) as usize;
+        let group = self.group_index(key_group)?;
         // Entries this backend's own bulk load holds go in first: they came
         // before anything loaded into the detached key group.
         if let Some(bulk) = &mut self.bulk {
