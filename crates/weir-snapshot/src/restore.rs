@@ -88,18 +88,25 @@ async fn restore_full(
     let ids = register_states(backend, &file)?;
     stats.files_read += 1;
     backend.begin_bulk_load()?;
+    // Until the backend shows that it hands out no key groups (RocksDB), so
+    // that it does not hold threads other restores could use.
+    let mut detaches = true;
     file.read_runs(store, wanted, &mut |blocks, run| {
         let key_groups: Vec<KeyGroup> = blocks.iter().map(|b| b.key_group).collect();
         let loaded = AtomicU64::new(0);
         // Held for this ranged read: what other restores free meanwhile is
         // used by the next one.
-        let threads = LoadThreads::take();
+        let threads = detaches.then(LoadThreads::take);
+        let count = threads.as_ref().map_or(1, LoadThreads::count);
         let by_key_group =
-            load_key_groups::<SnapshotError>(backend, &key_groups, threads.count(), &|i, load| {
+            load_key_groups::<SnapshotError>(backend, &key_groups, count, &|i, load| {
                 let entries = load_block(&file, &blocks[i], run, &ids, &mut |e| load.ingest(e))?;
                 loaded.fetch_add(entries, Ordering::Relaxed);
                 Ok(())
             })?;
+        if count > 1 && !by_key_group {
+            detaches = false;
+        }
         stats.entries += loaded.into_inner();
         if !by_key_group {
             for info in blocks {
