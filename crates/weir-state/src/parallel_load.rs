@@ -90,6 +90,9 @@ where
                     loads.is_empty(),
                     "a backend detaches every key group or none"
                 );
+                // Whatever was taken goes back before the caller ingests
+                // entry by entry.
+                put_back(backend, loads)?;
                 return Ok(false);
             }
         }
@@ -118,6 +121,20 @@ where
             });
         }
     });
+    let attached = put_back(backend, loads);
+    if let Some(e) = failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(e);
+    }
+    attached?;
+    Ok(true)
+}
+
+/// Attaches every key group of `loads` to `backend`; the first error after
+/// all were tried.
+fn put_back(
+    backend: &mut dyn KeyedStateBackend,
+    loads: Vec<Mutex<Box<dyn KeyGroupLoad>>>,
+) -> Result<(), StateError> {
     let mut attached = Ok(());
     for load in loads {
         let load = load.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -126,11 +143,7 @@ where
             attached = result;
         }
     }
-    if let Some(e) = failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
-        return Err(e);
-    }
-    attached?;
-    Ok(true)
+    attached
 }
 
 #[cfg(test)]
