@@ -981,7 +981,11 @@ mod tests {
                 .collect();
             if bulk {
                 b.begin_bulk_load().expect("begin");
-                b.bulk.as_mut().expect("open").flush_bytes = 500;
+                let bulk = b.bulk.as_mut().expect("open");
+                // Several flushes, each written in parts on threads where
+                // there are cores for them.
+                bulk.flush_bytes = 500;
+                bulk.min_part_rows = 4;
             }
             // Descending keys within each pass, so no file is written in order.
             for pass in 0..2u16 {

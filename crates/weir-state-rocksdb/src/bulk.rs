@@ -2,24 +2,35 @@
 //! SST files with RocksDB's `SstFileWriter` and ingested whole, instead of
 //! going through the memtable one `put` at a time.
 //!
-//! Rows gather in one arena per state; when the arenas hold
-//! [`FLUSH_BYTES`] (or the load finishes) each state's rows are sorted and
-//! become one file. Files of one load may overlap in key range (a key group
-//! can straddle a flush); RocksDB ingests overlapping files above the older
-//! ones, and a snapshot holds each row once, so no row is lost or doubled.
-//! If the same row comes twice in one file, the later one wins, as two
-//! `put`s would.
+//! Rows gather in one arena per state. When the arenas hold
+//! [`FLUSH_BYTES`] (or the load finishes) they go to a writer thread, which
+//! sorts each state's rows and writes them as files, several at once when
+//! there are enough rows and free cores ([`LoadThreads`]): contiguous
+//! ranges of the sorted rows, which do not overlap. Meanwhile the restore
+//! decodes the next rows into a second set of arenas; those of the last
+//! write come back for reuse. So a restore decodes and writes files at the
+//! same time, and a load holds at most twice `FLUSH_BYTES` of rows.
+//!
+//! Files of one load are ingested in the order their rows came. They may
+//! overlap in key range (a key group can straddle a flush); RocksDB places
+//! an ingested file above the older ones it overlaps, and a snapshot holds
+//! each row once, so no row is lost or doubled. If the same row comes twice,
+//! the later one wins, as two `put`s would.
 
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
 
-use rocksdb::{IngestExternalFileOptions, SstFileWriter};
-use weir_state::StateId;
+use rocksdb::{IngestExternalFileOptions, Options, SstFileWriter};
+use weir_state::{LoadThreads, StateId};
 
 use crate::database::Db;
 use crate::error::{Result, RocksDbError};
 
-/// Row and value bytes held before they are written out.
-const FLUSH_BYTES: usize = 64 << 20;
+/// Row and value bytes collected before they go to the writer thread.
+const FLUSH_BYTES: usize = 8 << 20;
+
+/// Fewer rows than this per file are not worth a thread of their own.
+const MIN_PART_ROWS: usize = 64 << 10;
 
 /// The rows of one state, back to back in one buffer.
 #[derive(Debug, Default)]
@@ -72,11 +83,27 @@ impl Arena {
 pub(crate) struct BulkLoad {
     /// Where SST files are written before RocksDB takes them.
     dir: PathBuf,
+    /// Rows being collected, by state.
     arenas: Vec<Arena>,
+    /// Emptied arenas back from the writer, for the rows after these.
+    spare: Vec<Arena>,
     held: usize,
     /// When to write out (`FLUSH_BYTES`; smaller in tests).
     pub(crate) flush_bytes: usize,
-    files: u64,
+    /// The fewest rows of a file written on a thread of its own
+    /// (`MIN_PART_ROWS`; smaller in tests).
+    pub(crate) min_part_rows: usize,
+    flushes: u64,
+    /// The last flush's rows being sorted and written.
+    writing: Option<JoinHandle<Result<Written>>>,
+}
+
+/// What a writer thread hands back: the files it wrote, by state index and
+/// in key order, and the emptied arenas.
+#[derive(Debug)]
+struct Written {
+    files: Vec<(usize, Vec<PathBuf>)>,
+    arenas: Vec<Arena>,
 }
 
 impl BulkLoad {
@@ -86,9 +113,12 @@ impl BulkLoad {
         Ok(Self {
             dir,
             arenas: Vec::new(),
+            spare: Vec::new(),
             held: 0,
             flush_bytes: FLUSH_BYTES,
-            files: 0,
+            min_part_rows: MIN_PART_ROWS,
+            flushes: 0,
+            writing: None,
         })
     }
 
@@ -108,53 +138,120 @@ impl BulkLoad {
         self.held >= self.flush_bytes
     }
 
-    /// Writes every state's rows as a sorted SST file and ingests it into
-    /// the state's column family (`cf_names` by state id).
-    pub fn flush(
-        &mut self,
-        db: &Db,
-        options: &rocksdb::Options,
-        cf_names: &[String],
-    ) -> Result<()> {
-        let mut ingest = IngestExternalFileOptions::default();
-        ingest.set_move_files(true);
-        for (index, arena) in self.arenas.iter_mut().enumerate() {
-            if arena.rows.is_empty() {
-                continue;
-            }
-            let rows = arena.sorted();
-            self.files += 1;
-            let path = self.dir.join(format!("{index}-{}.sst", self.files));
-            write_sst(&path, options, arena, &rows)?;
-            let cf = cf_names
-                .get(index)
-                .and_then(|name| db.cf_handle(name))
-                .ok_or_else(|| RocksDbError::BulkLoad {
-                    message: format!("state {index} has no column family"),
-                })?;
-            db.ingest_external_file_cf_opts(&cf, &ingest, vec![&path])
-                .map_err(RocksDbError::engine("ingest a bulk-loaded file"))?;
-            arena.bytes.clear();
+    /// Ingests the files of the previous flush (waiting for them), then
+    /// hands the rows held now to a writer thread; the next `flush` or
+    /// `finish` ingests their files. `cf_names` by state id.
+    pub fn flush(&mut self, db: &Db, options: &Options, cf_names: &[String]) -> Result<()> {
+        self.ingest_written(db, cf_names)?;
+        if self.held == 0 {
+            return Ok(());
         }
+        self.flushes += 1;
+        let arenas = std::mem::replace(&mut self.arenas, std::mem::take(&mut self.spare));
+        let (dir, flush, min_part_rows) = (self.dir.clone(), self.flushes, self.min_part_rows);
+        let options = options.clone();
+        let writer = std::thread::Builder::new()
+            .name("weir-bulk-load".to_owned())
+            .spawn(move || write_files(arenas, &dir, flush, &options, min_part_rows))
+            .map_err(RocksDbError::io("start a writer thread for", &self.dir))?;
+        self.writing = Some(writer);
         self.held = 0;
         Ok(())
     }
 
-    /// Writes what is left and removes the load's directory.
-    pub fn finish(
-        mut self,
-        db: &Db,
-        options: &rocksdb::Options,
-        cf_names: &[String],
-    ) -> Result<()> {
+    /// Waits for the writer thread, if one runs, and ingests its files into
+    /// the states' column families.
+    fn ingest_written(&mut self, db: &Db, cf_names: &[String]) -> Result<()> {
+        let Some(writer) = self.writing.take() else {
+            return Ok(());
+        };
+        let written = writer.join().map_err(|_| RocksDbError::BulkLoad {
+            message: "the thread writing bulk-load files panicked".to_owned(),
+        })??;
+        let mut ingest = IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        for (index, paths) in &written.files {
+            let cf = cf_names
+                .get(*index)
+                .and_then(|name| db.cf_handle(name))
+                .ok_or_else(|| RocksDbError::BulkLoad {
+                    message: format!("state {index} has no column family"),
+                })?;
+            db.ingest_external_file_cf_opts(&cf, &ingest, paths.iter().collect())
+                .map_err(RocksDbError::engine("ingest bulk-loaded files"))?;
+        }
+        self.spare = written.arenas;
+        Ok(())
+    }
+
+    /// Writes and ingests what is left and removes the load's directory.
+    pub fn finish(mut self, db: &Db, options: &Options, cf_names: &[String]) -> Result<()> {
         self.flush(db, options, cf_names)?;
+        self.ingest_written(db, cf_names)?;
         std::fs::remove_dir_all(&self.dir).map_err(RocksDbError::io("remove", &self.dir))
     }
 }
 
+impl Drop for BulkLoad {
+    /// A load given up on (a failed restore) still waits for its writer, so
+    /// no thread writes into a directory its owner is about to remove.
+    fn drop(&mut self) {
+        if let Some(writer) = self.writing.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// Sorts each state's rows and writes them as files in `dir`: one file per
+/// contiguous range of the sorted rows, written at once on as many threads
+/// as [`LoadThreads`] grants, each range at least `min_part_rows` long.
+fn write_files(
+    mut arenas: Vec<Arena>,
+    dir: &Path,
+    flush: u64,
+    options: &Options,
+    min_part_rows: usize,
+) -> Result<Written> {
+    let threads = LoadThreads::take();
+    let mut files = Vec::new();
+    for (index, arena) in arenas.iter_mut().enumerate() {
+        if arena.rows.is_empty() {
+            continue;
+        }
+        let rows = arena.sorted();
+        let parts = (rows.len() / min_part_rows.max(1)).clamp(1, threads.count());
+        let ranges: Vec<&[(usize, u32, u32)]> = rows.chunks(rows.len().div_ceil(parts)).collect();
+        let paths: Vec<PathBuf> = (0..ranges.len())
+            .map(|part| dir.join(format!("{index}-{flush}-{part}.sst")))
+            .collect();
+        let arena_ref = &*arena;
+        std::thread::scope(|scope| {
+            let mut parts = ranges.iter().zip(&paths);
+            let (first_rows, first_path) = parts
+                .next()
+                .expect("invariant: a state with rows has a range");
+            let others: Vec<_> = parts
+                .map(|(rows, path)| scope.spawn(move || write_sst(path, options, arena_ref, rows)))
+                .collect();
+            let first = write_sst(first_path, options, arena_ref, first_rows);
+            others.into_iter().fold(first, |done, other| {
+                let written = other.join().unwrap_or_else(|_| {
+                    Err(RocksDbError::BulkLoad {
+                        message: "a thread writing a bulk-load file panicked".to_owned(),
+                    })
+                });
+                done.and(written)
+            })
+        })?;
+        arena.bytes.clear();
+        files.push((index, paths));
+    }
+    Ok(Written { files, arenas })
+}
+
 fn write_sst(
     path: &Path,
-    options: &rocksdb::Options,
+    options: &Options,
     arena: &Arena,
     rows: &[(usize, u32, u32)],
 ) -> Result<()> {
