@@ -1031,6 +1031,33 @@ mod tests {
         assert_eq!(read, Some(b"v1".to_vec()), "the later of two rows wins");
     }
 
+    /// A file the writer thread cannot write fails the load where the
+    /// restore next waits for the writer, saying what failed.
+    #[test]
+    fn a_bulk_load_file_that_cannot_be_written_fails_the_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut b = open(dir.path());
+        let descriptor =
+            StateDescriptor::new("value", StateKind::Value, ValueType::Int64).expect("ok");
+        let id = b.register_state(&descriptor).expect("register");
+        b.begin_bulk_load().expect("begin");
+        b.ingest(StateEntry {
+            state: id,
+            key_group: KeyGroup(1),
+            key: b"k",
+            namespace: b"",
+            payload: EntryPayload::Value(b"v"),
+        })
+        .expect("ingest");
+        // The writer finds no directory for its file.
+        std::fs::remove_dir_all(dir.path().join(BULK_LOAD_DIR)).expect("remove");
+        let error = b
+            .finish_bulk_load()
+            .expect_err("no file written")
+            .to_string();
+        assert!(error.contains("create a bulk-load file"), "{error}");
+    }
+
     /// The fold thread is a batch thread, so waking it inside a checkpoint's
     /// pause does not take the core of the thread that is pausing.
     #[cfg(target_os = "linux")]
