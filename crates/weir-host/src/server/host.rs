@@ -267,11 +267,23 @@ impl Host {
         self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Retires and drops every slot (closing databases, removing their
-    /// directories once no connection holds them).
-    pub(crate) fn drop_slots(&self) {
-        let slots = std::mem::take(&mut *lock(&self.slots));
-        retire(slots.into_values());
+    /// Retires every slot and drops it (closing its database, removing its
+    /// directory) once no connection holds it, waiting up to `wait` in all
+    /// for connections still using one. The host removes its working files
+    /// next: a database still open at that point could write into them
+    /// again (a memtable flushed while the files were being removed).
+    pub(crate) fn drop_slots(&self, wait: Duration) {
+        let slots: Vec<SharedSlot> = std::mem::take(&mut *lock(&self.slots))
+            .into_values()
+            .collect();
+        retire(slots.iter().cloned());
+        let deadline = Instant::now() + wait;
+        for slot in slots {
+            // Retired slots are in no map: no connection takes them anew.
+            while Arc::strong_count(&slot) > 1 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
     }
 
     /// The host's status; waits for requests in progress on each slot.

@@ -42,6 +42,11 @@ const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// they wrote.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
+/// How long an exiting host waits for connections still using a subtask
+/// (a task's session ending, its epoch being rolled back) to let go of it,
+/// so the subtask's database is closed before the working files go.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
 /// How a host runs. Its `Debug` output leaves out the token.
 #[derive(Clone)]
 pub struct HostConfig {
@@ -160,7 +165,7 @@ pub fn run(config: HostConfig) -> Result<ExitReason, StartError> {
     if canceled > 0 {
         eprintln!("weir-host: canceled {canceled} uploads");
     }
-    host.drop_slots();
+    host.drop_slots(RELEASE_WAIT);
     drop(published);
     runtime.shutdown_timeout(Duration::from_secs(1));
     // Only the end of the job removes the run's directory: after an
