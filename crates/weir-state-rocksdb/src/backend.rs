@@ -75,6 +75,9 @@ pub struct RocksDbKeyedStateBackend {
     folder: Folder,
     /// A restore's rows not yet written (between `begin_bulk_load` and its end).
     bulk: Option<BulkLoad>,
+    /// The row key of the entry `ingest` takes, one buffer for all of a
+    /// restore's millions.
+    ingest_row: Vec<u8>,
     write_options: WriteOptions,
 }
 
@@ -161,6 +164,7 @@ impl RocksDbKeyedStateBackend {
             unfolded: Vec::new(),
             base: None,
             bulk: None,
+            ingest_row: Vec::new(),
             write_options,
         })
     }
@@ -278,11 +282,23 @@ impl RocksDbKeyedStateBackend {
 
     /// Checks the access and returns the row key of `key`.
     fn row(&self, id: StateId, access: Access, key: StateKey<'_>) -> Result<Vec<u8>, StateError> {
+        let mut row = Vec::with_capacity(8 + key.key.len() + key.namespace.len());
+        self.row_into(id, access, key, &mut row)?;
+        Ok(row)
+    }
+
+    /// Checks the access and writes the row key of `key` into `row`.
+    fn row_into(
+        &self,
+        id: StateId,
+        access: Access,
+        key: StateKey<'_>,
+        row: &mut Vec<u8>,
+    ) -> Result<(), StateError> {
         self.states.get(id, access)?;
         check_key_group(self.key_group_range, key.key_group)?;
-        let mut row = Vec::with_capacity(8 + key.key.len() + key.namespace.len());
-        row_key(key, &mut row);
-        Ok(row)
+        row_key(key, row);
+        Ok(())
     }
 
     /// The overlay of `id` in the epoch that writes go to.
@@ -632,7 +648,8 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
             key: entry.key,
             namespace: entry.namespace,
         };
-        let mut row = self.row(entry.state, access, key)?;
+        let mut row = std::mem::take(&mut self.ingest_row);
+        self.row_into(entry.state, access, key, &mut row)?;
         let value = match entry.payload {
             EntryPayload::Value(value) => value,
             EntryPayload::List(items) => {
@@ -649,12 +666,13 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
             if bulk.full() {
                 bulk.flush(&self.db, &self.engine.state, &self.cf_names)?;
             }
-            return Ok(());
+        } else {
+            let cf = self.cf(entry.state)?;
+            self.db
+                .put_cf_opt(&cf, &row, value, &self.write_options)
+                .map_err(RocksDbError::engine("ingest"))?;
         }
-        let cf = self.cf(entry.state)?;
-        self.db
-            .put_cf_opt(&cf, row, value, &self.write_options)
-            .map_err(RocksDbError::engine("ingest"))?;
+        self.ingest_row = row;
         Ok(())
     }
 

@@ -62,19 +62,27 @@ impl Arena {
         &self.bytes[from..from + value_len as usize]
     }
 
-    /// The rows in key order, the last of equal keys only.
-    fn sorted(&mut self) -> Vec<(usize, u32, u32)> {
-        let mut rows = std::mem::take(&mut self.rows);
-        rows.sort_by(|a, b| self.key(a).cmp(self.key(b)));
-        // Sorting is stable, so of equal keys the last pushed is last.
-        let mut kept: Vec<(usize, u32, u32)> = Vec::with_capacity(rows.len());
-        for row in rows {
-            match kept.last_mut() {
-                Some(last) if self.key(last) == self.key(&row) => *last = row,
-                _ => kept.push(row),
+    /// Puts the rows in key order and keeps the last of equal keys only.
+    fn sort(&mut self) {
+        let Self { bytes, rows } = self;
+        let key =
+            |&(start, key_len, _): &(usize, u32, u32)| &bytes[start..start + key_len as usize];
+        rows.sort_by(|a, b| key(a).cmp(key(b)));
+        // Sorting is stable, so of equal keys the last pushed is last; it
+        // takes the place of the first, which `dedup_by` keeps.
+        rows.dedup_by(|later, kept| {
+            let same = key(later) == key(kept);
+            if same {
+                *kept = *later;
             }
-        }
-        kept
+            same
+        });
+    }
+
+    /// Forgets every row, keeping both buffers' memory for the next ones.
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.rows.clear();
     }
 }
 
@@ -218,22 +226,23 @@ fn write_files(
         if arena.rows.is_empty() {
             continue;
         }
-        let rows = arena.sorted();
+        arena.sort();
+        let sorted = &*arena;
+        let rows = &sorted.rows;
         let parts = (rows.len() / min_part_rows.max(1)).clamp(1, threads.count());
         let ranges: Vec<&[(usize, u32, u32)]> = rows.chunks(rows.len().div_ceil(parts)).collect();
         let paths: Vec<PathBuf> = (0..ranges.len())
             .map(|part| dir.join(format!("{index}-{flush}-{part}.sst")))
             .collect();
-        let arena_ref = &*arena;
         std::thread::scope(|scope| {
             let mut parts = ranges.iter().zip(&paths);
             let (first_rows, first_path) = parts
                 .next()
                 .expect("invariant: a state with rows has a range");
             let others: Vec<_> = parts
-                .map(|(rows, path)| scope.spawn(move || write_sst(path, options, arena_ref, rows)))
+                .map(|(rows, path)| scope.spawn(move || write_sst(path, options, sorted, rows)))
                 .collect();
-            let first = write_sst(first_path, options, arena_ref, first_rows);
+            let first = write_sst(first_path, options, sorted, first_rows);
             others.into_iter().fold(first, |done, other| {
                 let written = other.join().unwrap_or_else(|_| {
                     Err(RocksDbError::BulkLoad {
@@ -243,7 +252,7 @@ fn write_files(
                 done.and(written)
             })
         })?;
-        arena.bytes.clear();
+        arena.clear();
         files.push((index, paths));
     }
     Ok(Written { files, arenas })
@@ -279,8 +288,9 @@ mod tests {
         for (row, value) in [("b", "1"), ("a", "2"), ("b", "3"), ("c", "4"), ("a", "5")] {
             arena.push(row.as_bytes(), value.as_bytes()).expect("small");
         }
-        let rows = arena.sorted();
-        let pairs: Vec<(&[u8], &[u8])> = rows
+        arena.sort();
+        let pairs: Vec<(&[u8], &[u8])> = arena
+            .rows
             .iter()
             .map(|row| (arena.key(row), arena.value(row)))
             .collect();
