@@ -53,8 +53,8 @@ impl Arena {
         Ok(())
     }
 
-    fn key(&self, &(start, key_len, _): &(usize, u32, u32)) -> &[u8] {
-        &self.bytes[start..start + key_len as usize]
+    fn key(&self, row: &(usize, u32, u32)) -> &[u8] {
+        key_in(&self.bytes, row)
     }
 
     fn value(&self, &(start, key_len, value_len): &(usize, u32, u32)) -> &[u8] {
@@ -65,8 +65,7 @@ impl Arena {
     /// Puts the rows in key order and keeps the last of equal keys only.
     fn sort(&mut self) {
         let Self { bytes, rows } = self;
-        let key =
-            |&(start, key_len, _): &(usize, u32, u32)| &bytes[start..start + key_len as usize];
+        let key = |row: &(usize, u32, u32)| key_in(bytes, row);
         rows.sort_by(|a, b| key(a).cmp(key(b)));
         // Sorting is stable, so of equal keys the last pushed is last; it
         // takes the place of the first, which `dedup_by` keeps.
@@ -84,6 +83,11 @@ impl Arena {
         self.bytes.clear();
         self.rows.clear();
     }
+}
+
+/// The key of `row` among an arena's `bytes`.
+fn key_in<'a>(bytes: &'a [u8], &(start, key_len, _): &(usize, u32, u32)) -> &'a [u8] {
+    &bytes[start..start + key_len as usize]
 }
 
 /// A bulk load in progress (see the module docs).

@@ -35,11 +35,15 @@ pub struct LoadThreads {
     granted: usize,
 }
 
+/// The cores restores may use in all: those there are, up to four.
+fn load_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS))
+}
+
 impl LoadThreads {
     /// Takes what is free now.
     pub fn take() -> Self {
-        let cores =
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS));
+        let cores = load_cores();
         let mut granted = 1;
         // The closure always returns `Some`: the update cannot fail.
         let _ = LOADING.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |busy| {
@@ -152,8 +156,7 @@ mod tests {
 
     #[test]
     fn restores_at_once_share_the_cores() {
-        let cores =
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_LOAD_THREADS));
+        let cores = load_cores();
         let first = LoadThreads::take();
         assert_eq!(first.count(), cores);
         let second = LoadThreads::take();
