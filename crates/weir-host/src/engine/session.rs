@@ -6,12 +6,11 @@ use arrow_array::builder::BinaryBuilder;
 use arrow_array::{Array, ArrayRef, BinaryArray};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
-    Attempt, Epoch, KeyGroupRange, StateDescriptor, StateKind, ValueType, decode_value,
-    encode_value,
+    Attempt, Epoch, KeyGroupRange, StateDescriptor, StateKind, ValueType, encode_with,
 };
 
 use super::Subtask;
-use super::columns::{ColumnBuilder, check_array, value_at};
+use super::columns::{ArrowColumn, ColumnBuilder};
 use crate::batch::KeyBatch;
 use crate::error::{HostError, Result};
 use crate::session::{Aggregation, MapEntries, SubtaskSession, SubtaskSpec};
@@ -140,7 +139,7 @@ impl SubtaskSession for Subtask {
         for i in 0..keys.len() {
             self.keyed.prefetch_ahead(state, keys, i);
             match self.keyed.get_value(state, keys.key(i))? {
-                Some(bytes) => out.append(&decode_value(&bytes, &ty)?)?,
+                Some(bytes) => out.append_encoded(&bytes, &ty)?,
                 None => out.append_null(),
             }
         }
@@ -151,7 +150,7 @@ impl SubtaskSession for Subtask {
         check_rows(keys, values.as_ref(), "values")?;
         let descriptor = self.descriptor_of(state, VALUE_KINDS, "value")?;
         let (name, ty) = (descriptor.name.clone(), descriptor.value_type.clone());
-        check_array(&name, &ty, values.as_ref())?;
+        let column = ArrowColumn::new(&name, &ty, values.as_ref())?;
         let Self { keyed, scratch, .. } = self;
         for i in 0..keys.len() {
             keyed.prefetch_ahead(state, keys, i);
@@ -159,9 +158,9 @@ impl SubtaskSession for Subtask {
                 keyed.clear(state, keys.key(i))?;
                 continue;
             }
-            let value = value_at(&name, &ty, values.as_ref(), i)?;
             scratch.clear();
-            encode_value(&value, &ty, scratch)?;
+            encode_with(&column.row(i), &ty, scratch)
+                .map_err(|e| e.into_value_mismatch(&name, &ty))?;
             keyed.put_value(state, keys.key(i), scratch)?;
         }
         Ok(())

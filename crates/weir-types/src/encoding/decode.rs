@@ -37,6 +37,12 @@ pub trait ValueBuilder {
     fn list(&mut self, items: Vec<Self::Output>) -> Result<Self::Output, Self::Error>;
     /// A struct of built fields, in declaration order.
     fn structure(&mut self, fields: Vec<Self::Output>) -> Result<Self::Output, Self::Error>;
+    /// A struct's fields come next, then its [`ValueBuilder::structure`]: a
+    /// builder that places each part by where the walk is (rather than by
+    /// building trees) follows the walk here.
+    fn begin_structure(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 /// Builds [`Value`]s (as [`decode_value`](super::decode_value) does); `E` is
@@ -168,6 +174,7 @@ impl<'a> Reader<'a, '_> {
                 b.list(items)
             }
             ValueType::Struct { fields } => {
+                b.begin_structure()?;
                 let mut values = Vec::with_capacity(fields.len());
                 for f in fields {
                     values.push(if f.nullable {
