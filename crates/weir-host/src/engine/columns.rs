@@ -126,7 +126,6 @@ impl ColumnBuilder {
 
     /// Appends an absent value.
     pub(crate) fn append_null(&mut self) {
-        self.cursor = 0;
         self.null_part();
         self.cursor = 0;
     }

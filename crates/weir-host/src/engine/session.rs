@@ -6,7 +6,7 @@ use arrow_array::builder::BinaryBuilder;
 use arrow_array::{Array, ArrayRef, BinaryArray};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
-    Attempt, Epoch, KeyGroupRange, StateDescriptor, StateKind, ValueType, encode_with,
+    Attempt, EncodeError, Epoch, KeyGroupRange, StateDescriptor, StateKind, ValueType, encode_with,
 };
 
 use super::Subtask;
@@ -159,8 +159,7 @@ impl SubtaskSession for Subtask {
                 continue;
             }
             scratch.clear();
-            encode_with(&column.row(i), &ty, scratch)
-                .map_err(|e| e.into_value_mismatch(&name, &ty))?;
+            encode_with(&column.row(i), &ty, scratch).map_err(EncodeError::into_type_mismatch)?;
             keyed.put_value(state, keys.key(i), scratch)?;
         }
         Ok(())
