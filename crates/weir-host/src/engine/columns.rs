@@ -479,10 +479,7 @@ impl<'a> ValueSource for ArrowCell<'a> {
         value_at!(self, Utf8)
     }
     fn binary(&self) -> Option<Cow<'_, [u8]>> {
-        match self.column {
-            ArrowColumn::Binary(a) => Some(Cow::Borrowed(a.value(self.row))),
-            _ => None,
-        }
+        value_at!(self, Binary).map(Cow::Borrowed)
     }
     /// A pickle state's column holds the pickled bytes.
     fn pickled(&self) -> std::result::Result<Option<Cow<'_, [u8]>>, Infallible> {
