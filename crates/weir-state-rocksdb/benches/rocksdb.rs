@@ -1,4 +1,5 @@
-//! RocksDB backend benchmarks: value get+update, the synchronous snapshot
+//! RocksDB backend benchmarks: value get+update, single against batched
+//! reads, the synchronous snapshot
 //! part versus state size, and incremental versus full checkpoint bytes.
 //! Timings live here, never in tests (see docs/benchmarks.md).
 
@@ -92,6 +93,50 @@ fn value_get_update(c: &mut Criterion) {
     group.finish();
 }
 
+/// A task's reads of its keys' values: one `get_value` per key against
+/// `get_values` (batched `MultiGet`), 8,000 keys spread over the key space
+/// as a Spark batch's new keys are.
+fn value_reads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("value_reads");
+    group.sample_size(20);
+    const KEYS: u64 = 8_000;
+    for n in [100_000u64, 1_000_000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut backend, state) = loaded(&dir.path().join("db"), n);
+        // In SST files, as after the checkpoints of a running job.
+        backend
+            .native_checkpoint(&dir.path().join("chk"))
+            .expect("checkpoint");
+        backend.wait_for_compactions().expect("compactions");
+        let keys: Vec<[u8; 8]> = (0..KEYS)
+            .map(|j| ((j * 2_654_435_761) % n).to_le_bytes())
+            .collect();
+        let state_keys = || {
+            keys.iter()
+                .map(|key| StateKey::new(key_group(u64::from_le_bytes(*key)), key))
+        };
+        group.throughput(Throughput::Elements(KEYS));
+        group.bench_function(BenchmarkId::new("single", n), |b| {
+            b.iter(|| {
+                for key in state_keys() {
+                    black_box(backend.get_value(state, key).expect("get").is_some());
+                }
+            })
+        });
+        group.bench_function(BenchmarkId::new("batched", n), |b| {
+            b.iter(|| {
+                backend
+                    .get_values(state, state_keys(), |value| {
+                        black_box(value.is_some());
+                        Ok::<_, weir_state::StateError>(())
+                    })
+                    .expect("get")
+            })
+        });
+    }
+    group.finish();
+}
+
 fn snapshot_sync(c: &mut Criterion) {
     let mut group = c.benchmark_group("snapshot_sync");
     group.sample_size(20);
@@ -147,6 +192,7 @@ fn incremental_checkpoint(c: &mut Criterion) {
 criterion_group!(
     benches,
     value_get_update,
+    value_reads,
     snapshot_sync,
     incremental_checkpoint
 );

@@ -3,7 +3,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use weir_state::{HeapKeyedStateBackend, KeyedStateBackend, StateId};
+use weir_state::{HeapKeyedStateBackend, KeyedStateBackend, StateError, StateId};
 use weir_state_rocksdb::RocksDbKeyedStateBackend;
 
 use crate::batch::KeyBatch;
@@ -33,6 +33,31 @@ impl KeyedBackend {
         let first = if row == 0 { 0 } else { row + PREFETCH_AHEAD };
         for ahead in first..keys.len().min(row + PREFETCH_AHEAD + 1) {
             heap.prefetch_value(state, keys.key(ahead));
+        }
+    }
+}
+
+impl KeyedBackend {
+    /// Reads the values of `keys` of a value, reducing or aggregating state
+    /// and passes them to `each` in order (`None`: absent): the heap's in
+    /// memory with prefetches ahead, RocksDB's in batched reads.
+    pub(crate) fn get_values<E: From<StateError>>(
+        &mut self,
+        state: StateId,
+        keys: &KeyBatch,
+        mut each: impl FnMut(Option<&[u8]>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Self::Heap(_) => {
+                for i in 0..keys.len() {
+                    self.prefetch_ahead(state, keys, i);
+                    each(self.get_value(state, keys.key(i))?.as_deref())?;
+                }
+                Ok(())
+            }
+            Self::RocksDb(backend) => {
+                backend.get_values(state, (0..keys.len()).map(|i| keys.key(i)), each)
+            }
         }
     }
 }

@@ -111,10 +111,10 @@ impl SubtaskSession for Subtask {
 
     fn get_values(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {
         let mut out = binary_builder(keys.len(), 8);
-        for i in 0..keys.len() {
-            self.keyed.prefetch_ahead(state, keys, i);
-            out.append_option(self.keyed.get_value(state, keys.key(i))?);
-        }
+        self.keyed.get_values(state, keys, |value| {
+            out.append_option(value);
+            Ok::<_, HostError>(())
+        })?;
         Ok(out.finish())
     }
 
@@ -136,13 +136,13 @@ impl SubtaskSession for Subtask {
         let descriptor = self.descriptor_of(state, VALUE_KINDS, "value")?;
         let (name, ty) = (descriptor.name.clone(), descriptor.value_type.clone());
         let mut out = ColumnBuilder::new(&name, &ty, keys.len())?;
-        for i in 0..keys.len() {
-            self.keyed.prefetch_ahead(state, keys, i);
-            match self.keyed.get_value(state, keys.key(i))? {
-                Some(bytes) => out.append_encoded(&bytes, &ty)?,
+        self.keyed.get_values(state, keys, |value| {
+            match value {
+                Some(bytes) => out.append_encoded(bytes, &ty)?,
                 None => out.append_null(),
             }
-        }
+            Ok::<_, HostError>(())
+        })?;
         out.finish()
     }
 
