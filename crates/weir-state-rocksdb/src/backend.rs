@@ -9,7 +9,9 @@
 //! epoch, so the database always holds exactly a final cut; until it has,
 //! reads and snapshots take those overlays from memory above a database
 //! snapshot that predates them. Finalizing therefore costs no RocksDB write,
-//! which keeps a checkpoint's synchronous part short. Discarding drops
+//! which keeps a checkpoint's synchronous part short. Once written, the
+//! overlays of the epochs folded last (when small) still serve point reads,
+//! in front of the database that holds them too. Discarding drops
 //! overlays without touching the database. Native checkpoints and restore live
 //! in `checkpoint.rs` and `restore.rs`.
 //!
@@ -48,6 +50,10 @@ const BULK_LOAD_DIR: &str = "weir-bulk-load";
 /// part or at the next epoch's start: a load of 10^7 rows took 650 ms there,
 /// and several 1% epochs of 10^6 keys caught up at once several ms.
 const FREE_INLINE_MAX_ROWS: usize = 4_096;
+
+/// Folded epochs of at most this many rows in all stay in memory as a read
+/// cache (about 25 MiB of overlay); larger ones are freed once folded.
+const FOLDED_CACHE_MAX_ROWS: usize = 262_144;
 
 /// How many keys [`RocksDbKeyedStateBackend::get_values`] reads from the
 /// database in one `MultiGet`. A task's 50,000 keys fill about 500 blocks of
@@ -108,6 +114,12 @@ pub struct RocksDbKeyedStateBackend {
     /// the first of them was handed off, which reads use instead of the
     /// database.
     base: Option<Arc<OwnedSnapshot>>,
+    /// The epochs folded last (when small), oldest first: the database holds
+    /// them, and point reads take their rows from here instead. A checkpoint
+    /// flushes the memtable, so without them the next epoch's reads of the
+    /// rows just written would each search the SST files (a task rereads
+    /// most of the keys the previous epoch wrote).
+    folded: Vec<Arc<Overlay>>,
     folder: Folder,
     /// A restore's rows not yet written (between `begin_bulk_load` and its end).
     bulk: Option<BulkLoad>,
@@ -198,6 +210,7 @@ impl RocksDbKeyedStateBackend {
             epochs,
             overlays: BTreeMap::new(),
             unfolded: Vec::new(),
+            folded: Vec::new(),
             base: None,
             bulk: None,
             ingest_row: Vec::new(),
@@ -274,9 +287,60 @@ impl RocksDbKeyedStateBackend {
     fn read_from_database(&mut self) {
         self.base = None;
         let unfolded = std::mem::take(&mut self.unfolded);
-        if unfolded.iter().map(|overlay| overlay.rows()).sum::<usize>() > FREE_INLINE_MAX_ROWS {
-            self.folder.free(unfolded);
+        if unfolded.is_empty() {
+            return;
         }
+        let stale = if unfolded.iter().map(|overlay| overlay.rows()).sum::<usize>()
+            <= FOLDED_CACHE_MAX_ROWS
+        {
+            std::mem::replace(&mut self.folded, unfolded)
+        } else {
+            let mut stale = std::mem::take(&mut self.folded);
+            stale.extend(unfolded);
+            stale
+        };
+        self.free(stale);
+    }
+
+    /// Frees `overlays`, on the fold thread when they are large.
+    fn free(&self, overlays: Vec<Arc<Overlay>>) {
+        if overlays.iter().map(|overlay| overlay.rows()).sum::<usize>() > FREE_INLINE_MAX_ROWS {
+            self.folder.free(overlays);
+        }
+    }
+
+    /// Stops serving reads from the folded epochs: the database is about to
+    /// change other than by folding epochs.
+    fn drop_folded(&mut self) {
+        let folded = std::mem::take(&mut self.folded);
+        self.free(folded);
+    }
+
+    /// What the folded epochs say of `row`, newest first: `Some(value)` for
+    /// a put, `Some(None)` for a delete or a clear of its map entries, and
+    /// `None` where the database must be read: no folded epoch wrote the row,
+    /// or the newest one appended to it (the database holds the whole list).
+    fn folded_write(
+        &self,
+        id: StateId,
+        row: &[u8],
+        map_prefix: Option<&[u8]>,
+    ) -> Option<Option<&[u8]>> {
+        for overlay in self.folded.iter().rev() {
+            let Some(state) = overlay.state(id) else {
+                continue;
+            };
+            match state.get(row) {
+                Some(Write::Put(value)) => return Some(Some(&value[..])),
+                Some(Write::Delete) => return Some(None),
+                Some(Write::Append(_)) => return None,
+                None if map_prefix.is_some_and(|prefix| state.is_cleared(prefix)) => {
+                    return Some(None);
+                }
+                None => {}
+            }
+        }
+        None
     }
 
     /// Read options that see the base: the database, or the snapshot below
@@ -372,11 +436,14 @@ impl RocksDbKeyedStateBackend {
             }
         }
         if from_db {
-            base = self
-                .db
-                .get_cf_opt(&self.cf(id)?, row, &self.base_read_options())
-                .map_err(RocksDbError::engine("read"))?
-                .map(Cow::Owned);
+            base = match self.folded_write(id, row, map_prefix) {
+                Some(value) => value.map(Cow::Borrowed),
+                None => self
+                    .db
+                    .get_cf_opt(&self.cf(id)?, row, &self.base_read_options())
+                    .map_err(RocksDbError::engine("read"))?
+                    .map(Cow::Owned),
+            };
         }
         if appends.is_empty() {
             return Ok(base);
@@ -436,8 +503,9 @@ impl RocksDbKeyedStateBackend {
         Ok(())
     }
 
-    /// The value the overlays hold for value row `row`: `Some(None)` if the
-    /// newest write to it deleted it, `None` if no overlay wrote it.
+    /// The value the overlays (and the folded epochs) hold for value row
+    /// `row`: `Some(None)` if the newest write to it deleted it, `None` if
+    /// none of them wrote it.
     fn value_in_overlays(&self, id: StateId, row: &[u8]) -> Option<Option<&[u8]>> {
         self.layers()
             .find_map(|overlay| match overlay.state(id)?.get(row)? {
@@ -445,6 +513,7 @@ impl RocksDbKeyedStateBackend {
                 Write::Delete => Some(None),
                 Write::Append(_) => unreachable!("value rows are never appended to"),
             })
+            .or_else(|| self.folded_write(id, row, None))
     }
 
     /// Reads `rows` of `id` from the base in one `MultiGet`.
@@ -753,6 +822,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
     fn ingest(&mut self, entry: StateEntry<'_>) -> weir_state::Result<()> {
         if self.bulk.is_none() {
             self.settle()?;
+            self.drop_folded();
         }
         let access = Access::of_payload(&entry.payload);
         let key = StateKey {
@@ -790,6 +860,7 @@ impl KeyedStateBackend for RocksDbKeyedStateBackend {
 
     fn begin_bulk_load(&mut self) -> weir_state::Result<()> {
         self.settle()?;
+        self.drop_folded();
         self.bulk = Some(BulkLoad::start(self.path.join(BULK_LOAD_DIR))?);
         Ok(())
     }
@@ -824,6 +895,19 @@ mod tests {
     ) -> StateId {
         b.register_state(&StateDescriptor::new(name, kind, value_type).expect("valid"))
             .expect("registered")
+    }
+
+    /// A backend with a value, a list and a map state, in that order.
+    fn open_with_every_kind(dir: &Path) -> (RocksDbKeyedStateBackend, [StateId; 3]) {
+        let mut b = open(dir);
+        let value = register(&mut b, "value", StateKind::Value, ValueType::Int64);
+        let items = register(&mut b, "list", StateKind::List, ValueType::Int64);
+        let map = b
+            .register_state(
+                &StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("ok"),
+            )
+            .expect("registered");
+        (b, [value, items, map])
     }
 
     fn list(items: &[&[u8]]) -> Vec<u8> {
@@ -872,14 +956,7 @@ mod tests {
     #[test]
     fn a_view_over_unfolded_epochs_equals_the_folded_database() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut b = open(dir.path());
-        let value = register(&mut b, "value", StateKind::Value, ValueType::Int64);
-        let items = register(&mut b, "list", StateKind::List, ValueType::Int64);
-        let map = b
-            .register_state(
-                &StateDescriptor::map("map", ValueType::Utf8, ValueType::Int64).expect("ok"),
-            )
-            .expect("ok");
+        let (mut b, [value, items, map]) = open_with_every_kind(dir.path());
 
         epoch(&mut b, 1, 0..40, |b, k| {
             b.put_value(value, k, b"v1").expect("put");
@@ -1079,6 +1156,69 @@ mod tests {
         );
         let refused = b.get_values(items, state_keys(), |_| Ok::<_, StateError>(()));
         assert!(refused.is_err(), "a list state has no values to read");
+    }
+
+    /// Point reads served by the epochs folded last see what the database
+    /// holds: a folded append is not applied twice, a folded clear of a map
+    /// hides its older entries, and later epochs still apply on top.
+    #[test]
+    fn reads_of_folded_epochs_agree_with_the_database() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut b, [value, items, map]) = open_with_every_kind(dir.path());
+        let (one, two) = (
+            StateKey::new(KeyGroup(1), b"one"),
+            StateKey::new(KeyGroup(2), b"two"),
+        );
+        let reads = |b: &mut RocksDbKeyedStateBackend| {
+            let own = |read: Option<Cow<'_, [u8]>>| read.map(Cow::into_owned);
+            [
+                own(b.get_value(value, one).expect("read")),
+                own(b.get_value(value, two).expect("read")),
+                own(b.get_list(items, one).expect("read")),
+                own(b.map_get(map, one, b"a").expect("read")),
+                own(b.map_get(map, one, b"b").expect("read")),
+            ]
+        };
+        b.begin_epoch(Epoch(1), Attempt(0)).expect("begin");
+        b.put_value(value, one, b"1").expect("put");
+        b.put_value(value, two, b"2").expect("put");
+        b.replace_list(items, one, &list(&[b"x"])).expect("replace");
+        b.map_put(map, one, b"a", b"a1").expect("put");
+        b.map_put(map, one, b"b", b"b1").expect("put");
+        b.commit_epoch(Epoch(1), Attempt(0)).expect("commit");
+        b.begin_epoch(Epoch(2), Attempt(0)).expect("begin");
+        b.clear(value, two).expect("clear");
+        b.append_list(items, one, &list(&[b"y"])).expect("append");
+        b.clear(map, one).expect("clear");
+        b.map_put(map, one, b"b", b"b2").expect("put");
+        b.commit_epoch(Epoch(2), Attempt(0)).expect("commit");
+        b.finalize_up_to(Epoch(2)).expect("finalize");
+        b.settle().expect("settle");
+        assert_eq!(b.folded.len(), 2, "both epochs are kept for reads");
+
+        let expected = [
+            Some(b"1".to_vec()),
+            None,
+            Some(list(&[b"x", b"y"])),
+            None,
+            Some(b"b2".to_vec()),
+        ];
+        assert_eq!(reads(&mut b), expected, "from the folded epochs");
+        b.drop_folded();
+        assert_eq!(reads(&mut b), expected, "from the database");
+
+        b.begin_epoch(Epoch(3), Attempt(0)).expect("begin");
+        b.append_list(items, one, &list(&[b"z"])).expect("append");
+        b.commit_epoch(Epoch(3), Attempt(0)).expect("commit");
+        b.finalize_up_to(Epoch(3)).expect("finalize");
+        b.settle().expect("settle");
+        b.begin_epoch(Epoch(4), Attempt(0)).expect("begin");
+        b.append_list(items, one, &list(&[b"w"])).expect("append");
+        assert_eq!(
+            b.get_list(items, one).expect("read").map(Cow::into_owned),
+            Some(list(&[b"x", b"y", b"z", b"w"])),
+            "an open epoch's append over a folded one"
+        );
     }
 
     /// An epoch too large to free on the caller's thread is freed on the
