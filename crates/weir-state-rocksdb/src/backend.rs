@@ -56,9 +56,10 @@ const FREE_INLINE_MAX_ROWS: usize = 4_096;
 const FOLDED_CACHE_MAX_ROWS: usize = 262_144;
 
 /// How many keys [`RocksDbKeyedStateBackend::get_values`] reads from the
-/// database in one `MultiGet`. A task's 50,000 keys fill about 500 blocks of
-/// 4 KiB, so a chunk's keys share blocks eight to a block; a bound keeps the
-/// pinned results of a large batch from holding much of the block cache.
+/// database in one `MultiGet`. A state of 50,000 keys (a subtask's in the
+/// keyed-average benchmark) fills about 500 blocks of 4 KiB, so a chunk's
+/// keys share blocks eight to a block; a bound keeps the pinned results of
+/// a large batch from holding much of the block cache.
 const MULTI_GET_CHUNK: usize = 4_096;
 
 /// The row keys of one chunk of reads, in one buffer.
@@ -462,9 +463,8 @@ impl RocksDbKeyedStateBackend {
     /// Each key looks through the overlays; the keys none of them holds are
     /// read from the database in one `MultiGet` per [`MULTI_GET_CHUNK`]
     /// keys. RocksDB sorts those keys and visits each block once for all of
-    /// its keys, where single reads each took the block cache's lock, searched
-    /// the index and decoded the block again (the state host's reads of a
-    /// task's keys at N = 20M spent most of their time there).
+    /// its keys, where single reads each take the block cache's lock and
+    /// search the index and the block again.
     pub fn get_values<'k, E: From<StateError>>(
         &self,
         state: StateId,

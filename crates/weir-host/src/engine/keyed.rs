@@ -35,9 +35,7 @@ impl KeyedBackend {
             heap.prefetch_value(state, keys.key(ahead));
         }
     }
-}
 
-impl KeyedBackend {
     /// Reads the values of `keys` of a value, reducing or aggregating state
     /// and passes them to `each` in order (`None`: absent): the heap's in
     /// memory with prefetches ahead, RocksDB's in batched reads.
