@@ -4,6 +4,8 @@ task runs in the process, and the worker's own setting back once the last one en
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -48,3 +50,31 @@ def test_a_failing_task_gives_the_threshold_back(own_threshold: tuple[int, ...])
     with pytest.raises(RuntimeError):
         task.throw(RuntimeError("the function failed"))
     assert gc.get_threshold() == own_threshold
+
+
+FREEZE_ONCE = """
+import gc, weakref
+from weir.spark import worker
+
+worker._freeze_long_lived_objects()
+frozen = gc.get_freeze_count()
+assert frozen > 0, frozen
+later = [[] for _ in range(1000)]
+worker._freeze_long_lived_objects()
+assert gc.get_freeze_count() == frozen, (gc.get_freeze_count(), frozen)
+
+class Node:
+    pass
+
+node = Node()
+node.self = node
+ref = weakref.ref(node)
+del node
+gc.collect()
+assert ref() is None, "a cycle made after the freeze is still collected"
+"""
+
+
+def test_a_worker_freezes_what_its_first_task_found_once() -> None:
+    # In a process of its own: freezing pytest's objects would outlive the test.
+    subprocess.run([sys.executable, "-c", FREEZE_ONCE], check=True)
