@@ -53,6 +53,14 @@ if TYPE_CHECKING:
 NO_CHECKPOINTS = CheckpointConfig(interval_ms=3_600_000)
 """A job without checkpointing still runs a coordinator (it never triggers within a job's life)."""
 
+ARROW_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
+"""Spark's byte limit on the Arrow batches ``mapInArrow`` gets. Below its largest value
+Spark 4 measures the batch being built after every row, walking all its column vectors:
+16% of the JVM's samples in an epoch task (JFR, the benchmark at N = 20M). A job whose
+session does not set it runs without it; ``maxRecordsPerBatch`` still bounds the batches."""
+NO_BYTE_LIMIT = str(2**31 - 1)
+"""The value Spark reads as no byte limit (Java's ``Integer.MAX_VALUE``)."""
+
 
 @dataclass
 class JobResult:
@@ -156,8 +164,14 @@ class Runner:
         self.plan_seconds = 0.0
         self.progress = Progress(job.name, enabled=job.progress, records=self.records)
         self.result = JobResult()
+        self.unset_on_exit = False
+        """Whether the session had no Arrow byte limit of its own (see :data:`ARROW_BYTES_PER_BATCH`)."""
 
     def __enter__(self) -> Runner:
+        conf = self.job.spark.conf
+        self.unset_on_exit = conf.get(ARROW_BYTES_PER_BATCH, None) is None
+        if self.unset_on_exit:
+            conf.set(ARROW_BYTES_PER_BATCH, NO_BYTE_LIMIT)
         return self
 
     def __exit__(
@@ -176,6 +190,8 @@ class Runner:
             cancelled = kind is not None and issubclass(kind, KeyboardInterrupt)
             self.coordinator.shutdown(cancelled=cancelled)
         shutil.rmtree(self.host_dir, ignore_errors=True)
+        if self.unset_on_exit:
+            self.job.spark.conf.unset(ARROW_BYTES_PER_BATCH)
 
     # -- the loop ---------------------------------------------------------------
 
