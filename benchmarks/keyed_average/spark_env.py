@@ -28,8 +28,9 @@ BASE_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # What a Weir job sets for itself (docs/deploy.md): without it Spark 4 measures every
-    # Arrow batch after each row. Set for every variant, so the ceilings run as well tuned.
+    # What a Weir job with fixed-width rows sets for itself (docs/deploy.md): without it
+    # Spark 4 measures every Arrow batch after each row. Set for every variant, so the
+    # peers and ceilings run as well tuned.
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
     # Keep every micro-batch's progress so checkpoints and commit times can be counted.
     "spark.sql.streaming.numRecentProgressUpdates": "10000",

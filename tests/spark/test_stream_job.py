@@ -38,6 +38,7 @@ from keyed_jobs import (  # noqa: E402
     state_host_pids,
     write_event_files,
 )
+from pyspark.sql import functions as F
 
 from weir import (
     BatchContext,
@@ -50,7 +51,7 @@ from weir.config import CheckpointConfig, StateBackend
 from weir.coordinator import Coordinator
 from weir.exceptions import CheckpointError, InvalidArgumentError
 from weir.spark import EpochProgress, StreamJob, sinks, sources
-from weir.spark.runner import ARROW_BYTES_PER_BATCH, NO_BYTE_LIMIT
+from weir.spark.arrow_batches import BYTES_PER_BATCH, NO_BYTE_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -508,31 +509,34 @@ def test_an_unbounded_file_source_picks_up_files_written_while_it_runs(
     assert sorted((r["key"], r["avg"]) for r in sink.rows) == [(1, 4), (2, 14)]
 
 
-def test_a_job_lifts_sparks_arrow_byte_limit_while_it_runs_unless_the_session_sets_one(
+def test_a_job_lifts_sparks_arrow_byte_limit_for_fixed_width_rows_unless_the_session_sets_one(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     files = tmp_path / "files"
     write_event_files(files, 2, 100, keys=10)
     seen: list[str | None] = []
 
-    def run(name: str) -> None:
+    def run(name: str, transform: Callable[[DataFrame], DataFrame] | None = None) -> None:
+        seen.clear()
         source = sources.parquet_files(str(files), schema="key long, value long")
-        job, sink = average_into_collect(spark, tmp_path / name, name, source)
-        job.execute(on_epoch=lambda _: seen.append(spark.conf.get(ARROW_BYTES_PER_BATCH, None)))
+        job, sink = average_into_collect(spark, tmp_path / name, name, source, transform=transform)
+        job.execute(on_epoch=lambda _: seen.append(spark.conf.get(BYTES_PER_BATCH, None)))
         assert Counter((r["key"], r["avg"]) for r in sink.rows) == expected_pairs(200, 10)
 
     run("lifted")
     assert set(seen) == {NO_BYTE_LIMIT}
-    assert spark.conf.get(ARROW_BYTES_PER_BATCH, None) is None, "the session's default is back"
+    assert spark.conf.get(BYTES_PER_BATCH, None) is None, "the session's default is back"
+    # A string column has no fixed width: only the byte limit bounds its batches' memory.
+    run("strings", lambda frame: frame.withColumn("tag", F.lit("a string")))
+    assert set(seen) == {None}
     # A limit the session sets is the user's choice: it stays, during the job and after.
-    spark.conf.set(ARROW_BYTES_PER_BATCH, "1000000")
+    spark.conf.set(BYTES_PER_BATCH, "1000000")
     try:
-        seen.clear()
         run("kept")
         assert set(seen) == {"1000000"}
-        assert spark.conf.get(ARROW_BYTES_PER_BATCH, None) == "1000000"
+        assert spark.conf.get(BYTES_PER_BATCH, None) == "1000000"
     finally:
-        spark.conf.unset(ARROW_BYTES_PER_BATCH)
+        spark.conf.unset(BYTES_PER_BATCH)
 
 
 def test_a_file_source_sizes_epochs_by_time_and_admits_files_up_to_its_budget(

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from weir.exceptions import InvalidArgumentError
+from weir.spark.arrow_batches import fixed_width
 from weir.spark.routing import hashed_in_task, key_group_column, routing_column, subtask_column
 from weir.spark.tasks import KEY_GROUP, OperatorTask
 from weir.spark.waterfall import Totals
@@ -42,12 +43,15 @@ class StepInput:
     """The state types of the key columns (``None`` for a non-keyed step)."""
     key_groups_shipped: bool = False
     """Whether the JVM's key groups travel with the rows (see :func:`hashed_in_task`)."""
+    fixed_width: bool = False
+    """Whether every column has a fixed width (see :mod:`weir.spark.arrow_batches`)."""
 
 
 def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
     """The input columns and key types of ``step`` from the DataFrame it gets."""
+    width = fixed_width(frame.schema)
     if step.key_columns is None:
-        return StepInput(tuple(frame.columns), None)
+        return StepInput(tuple(frame.columns), None, fixed_width=width)
     missing = [c for c in step.key_columns if c not in frame.columns]
     if missing:
         raise InvalidArgumentError(
@@ -55,7 +59,8 @@ def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
             f"it has {frame.columns}"
         )
     keys = to_arrow_schema(frame.select(*step.key_columns).schema)
-    return StepInput(tuple(frame.columns), tuple(value_type(f.type) for f in keys), not hashed_in_task(keys))
+    key_types = tuple(value_type(f.type) for f in keys)
+    return StepInput(tuple(frame.columns), key_types, not hashed_in_task(keys), fixed_width=width)
 
 
 class EpochPlanner:

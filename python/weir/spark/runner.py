@@ -33,6 +33,7 @@ from weir.config import CheckpointConfig
 from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import _host
 from weir.spark import driver as d
+from weir.spark.arrow_batches import ByteLimit, fixed_width
 from weir.spark.epoch_plan import EpochPlanner, StepInput, learn_input
 from weir.spark.epoch_sizing import EpochSizer, budget_drifted, epoch_target_ms
 from weir.spark.progress import Progress
@@ -52,14 +53,6 @@ if TYPE_CHECKING:
 
 NO_CHECKPOINTS = CheckpointConfig(interval_ms=3_600_000)
 """A job without checkpointing still runs a coordinator (it never triggers within a job's life)."""
-
-ARROW_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
-"""Spark's byte limit on the Arrow batches ``mapInArrow`` gets. Below its largest value
-Spark 4 measures the batch being built after every row, walking all its column vectors:
-16% of the JVM's samples in an epoch task (JFR, the benchmark at N = 20M). A job whose
-session does not set it runs without it; ``maxRecordsPerBatch`` still bounds the batches."""
-NO_BYTE_LIMIT = str(2**31 - 1)
-"""The value Spark reads as no byte limit (Java's ``Integer.MAX_VALUE``)."""
 
 
 @dataclass
@@ -164,14 +157,11 @@ class Runner:
         self.plan_seconds = 0.0
         self.progress = Progress(job.name, enabled=job.progress, records=self.records)
         self.result = JobResult()
-        self.unset_on_exit = False
-        """Whether the session had no Arrow byte limit of its own (see :data:`ARROW_BYTES_PER_BATCH`)."""
+        self.byte_limit = ByteLimit(job.spark.conf)
+        self.output_fixed_width: bool | None = None
+        """Whether the epochs' output has fixed-width columns only, once an epoch had some."""
 
     def __enter__(self) -> Runner:
-        conf = self.job.spark.conf
-        self.unset_on_exit = conf.get(ARROW_BYTES_PER_BATCH, None) is None
-        if self.unset_on_exit:
-            conf.set(ARROW_BYTES_PER_BATCH, NO_BYTE_LIMIT)
         return self
 
     def __exit__(
@@ -190,8 +180,7 @@ class Runner:
             cancelled = kind is not None and issubclass(kind, KeyboardInterrupt)
             self.coordinator.shutdown(cancelled=cancelled)
         shutil.rmtree(self.host_dir, ignore_errors=True)
-        if self.unset_on_exit:
-            self.job.spark.conf.unset(ARROW_BYTES_PER_BATCH)
+        self.byte_limit.restore()
 
     # -- the loop ---------------------------------------------------------------
 
@@ -477,9 +466,11 @@ class Runner:
             output = self.planner.frame(frame, lambda step: self.task(order, step), routed, write)
         if order.data:
             self.prefetch_next_input()
+        spark_writes = order.data and write is None
+        self.byte_limit.apply(self.arrow_inputs_fixed_width(output, spark_writes))
         try:
             with self.timed("spark_job"):
-                if order.data and write is None:
+                if spark_writes:
                     assert output is not None
                     self.graph.sink.write_epoch(output, order.epoch)
                 elif output is not None:
@@ -498,6 +489,18 @@ class Runner:
             self.sizer.observe(self.planned.size, elapsed)
         self.progress.epoch_ran(elapsed)
         return d.EpochSucceeded(order.epoch)
+
+    def arrow_inputs_fixed_width(self, output: DataFrame | None, spark_writes: bool) -> bool:
+        """Whether every ``mapInArrow`` input of the epoch's Spark job has fixed-width columns
+        only: each step's input and, where Spark hands the output to the sink, the output."""
+        learned = [self.inputs.get(step.uid) for step in self.graph.steps]
+        if not all(step_input is not None and step_input.fixed_width for step_input in learned):
+            return False
+        if spark_writes and output is not None:
+            if self.output_fixed_width is None:
+                self.output_fixed_width = fixed_width(output.schema)
+            return self.output_fixed_width
+        return True
 
     def task_writer(self, order: d.EpochOrder) -> PartitionWriter | None:
         """The sink's writer for the last step's tasks, where the sink takes one and the
