@@ -73,6 +73,7 @@ class ByteLimit:
             self.restore()
 
     def restore(self) -> None:
+        """Unsets the limit if this job lifted it: the session's default applies again."""
         if self.lifted:
             self.conf.unset(BYTES_PER_BATCH)
             self.lifted = False
