@@ -44,15 +44,38 @@ class CountWindowAverage(KeyedProcessFunction):
             self.acc.update((count, total))
 
 
-def _run(backend: str, checkpoints: bool = True) -> Callable[[RunContext], Outcome]:
+class ReturningCountWindowAverage(CountWindowAverage):
+    """The same function returning its output (a tuple of records, or ``None``) instead of
+    yielding it: no generator per record. The body repeats the yielding one's, so each
+    variant makes exactly the calls its shape needs."""
+
+    def process_element(  # type: ignore[override]
+        self, value: Any, ctx: KeyedProcessFunction.Context
+    ) -> tuple[tuple[int, int]] | None:
+        count, total = self.acc.value() or (0, 0)
+        count += 1
+        total += value[1]
+        if count == self.window:
+            self.acc.clear()
+            return ((ctx.get_current_key(), total // count),)
+        self.acc.update((count, total))
+        return None
+
+
+def _run(
+    backend: str, checkpoints: bool = True, function: type[CountWindowAverage] = CountWindowAverage
+) -> Callable[[RunContext], Outcome]:
     # docs/benchmarks.md: the RocksDB variant takes incremental checkpoints.
     state_backend = StateBackend(backend, incremental=backend == "rocksdb")
+    returning = function is ReturningCountWindowAverage
 
     def run(ctx: RunContext) -> Outcome:
-        fn = CountWindowAverage(ctx.params.w)
+        fn = function(ctx.params.w)
         return run_weir_job(
             ctx,
-            f"avg-per-record-{backend}" + ("" if checkpoints else "-no-checkpoints"),
+            f"avg-per-record-{backend}"
+            + ("" if checkpoints else "-no-checkpoints")
+            + ("-returning" if returning else ""),
             state_backend,
             lambda keyed: keyed.process(fn, output_schema=OUTPUT_DDL, uid="avg"),
             checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS if checkpoints else None,
@@ -100,6 +123,14 @@ VARIANTS = [
         path="per_record",
         run=_run("rocksdb"),
         description="Python KeyedProcessFunction + ValueState, RocksDB backend, incremental checkpoints",
+    ),
+    Variant(
+        name="weir-per-record-heap-returning",
+        system="weir",
+        repeats=WEIR_REPEATS,
+        path="per_record",
+        run=_run("heap", function=ReturningCountWindowAverage),
+        description="the heap variant's function returning its output instead of yielding it",
     ),
     Variant(
         name="weir-per-record-heap-local-cluster",
