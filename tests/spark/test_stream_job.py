@@ -7,6 +7,7 @@ exactly the expected averages, once each, whatever fails on the way.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -54,7 +55,8 @@ from weir.spark import EpochProgress, StreamJob, sinks, sources
 from weir.spark.arrow_batches import BYTES_PER_BATCH, NO_BYTE_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -157,6 +159,48 @@ def test_keys_of_a_type_weir_does_not_hash_use_the_jvms_key_groups(
     assert result.restarts == 0 and result.checkpoints
     want = {(float(key), avg): times for (key, avg), times in expected_pairs(20_000, 1_000).items()}
     assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
+
+
+def test_a_job_keyed_by_timestamps_is_refused_before_its_first_epoch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    job, sink = average_into_collect(
+        spark,
+        tmp_path,
+        "timestamp-keys",
+        sources.generator(2_000, keys=100, rows_per_epoch=500),
+        key_type="timestamp",
+        transform=lambda df: df.selectExpr("timestamp_seconds(key) AS key", "value"),
+    )
+    with pytest.raises(InvalidArgumentError, match=r"operator 'avg': key_by column 'key' .*unix_micros"):
+        job.execute()
+    assert sink.rows == []
+
+
+class StampedAverage(KeyedAverage):
+    """``KeyedAverage``'s averages with a timestamp: the key as seconds since 1970."""
+
+    def process_element(self, value: tuple[int, int], ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        for key, avg in super().process_element(value, ctx):
+            yield key, avg, dt.datetime.fromtimestamp(key, dt.UTC)
+
+
+def test_a_job_writes_timestamps_in_the_sessions_time_zone(spark: SparkSession, tmp_path: Path) -> None:
+    job = StreamJob(spark, name="stamped", checkpoint_dir=str(tmp_path / "ckpt"), parallelism=2)
+    job.enable_checkpointing(100)
+    out = tmp_path / "out"
+    (
+        job.from_source(sources.generator(20_000, keys=1_000, rows_per_epoch=5_000), uid="events")
+        .key_by("key")
+        .process(StampedAverage(), output_schema="key long, avg long, at timestamp", uid="avg")
+        .sink_to(sinks.parquet_files(str(out)), uid="out")
+    )
+    result = job.execute()
+    assert result.restarts == 0 and result.checkpoints
+    # The test session's time zone is UTC: Spark shows the instants as UTC wall clock.
+    rows = spark.read.parquet(str(out)).collect()
+    assert Counter((r["key"], r["avg"]) for r in rows) == expected_pairs(20_000, 1_000)
+    assert all(r["at"] == dt.datetime(1970, 1, 1) + dt.timedelta(seconds=r["key"]) for r in rows)
 
 
 def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: Path) -> None:

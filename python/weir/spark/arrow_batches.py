@@ -7,6 +7,8 @@ in an epoch task (JFR, the benchmark at N = 20M). The limit keeps batches of lar
 strings, big lists) from exhausting memory. When every column of every ``mapInArrow`` input
 of a job has a fixed width, ``maxRecordsPerBatch`` bounds a batch's bytes as well, and the
 job runs without the byte limit, unless the session sets one or lifts the row limit.
+
+The schema of those batches is :func:`arrow_schema`'s.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pyspark.sql.types import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
     from pyspark.sql.conf import RuntimeConfig
 
 BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
@@ -42,6 +46,14 @@ _FIXED_WIDTH = (
     AnsiIntervalType,
     NullType,
 )
+
+
+def arrow_schema(schema: StructType, spark: SparkSession) -> pa.Schema:
+    """The Arrow schema of ``mapInArrow`` batches of rows of ``schema``: Spark hands
+    timestamps to Python, and reads them back, in the session's time zone."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
 
 
 def fixed_width(data_type: DataType) -> bool:

@@ -16,17 +16,17 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from weir.exceptions import InvalidArgumentError
-from weir.spark.arrow_batches import fixed_width
-from weir.spark.routing import hashed_in_task, key_group_column, routing_column, subtask_column
+from weir.spark.arrow_batches import arrow_schema, fixed_width
+from weir.spark.routing import hashed_in_task, key_group_column, spread_column, subtask_column
 from weir.spark.tasks import KEY_GROUP, OperatorTask
 from weir.spark.waterfall import Totals
 from weir.spark.worker import run_epoch_task
 from weir.types import ValueType, value_type
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark import Accumulator
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -58,9 +58,22 @@ def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
             f"operator {step.uid!r}: key_by names columns {missing} its input does not have; "
             f"it has {frame.columns}"
         )
-    keys = to_arrow_schema(frame.select(*step.key_columns).schema)
-    key_types = tuple(value_type(f.type) for f in keys)
+    keys = arrow_schema(frame.select(*step.key_columns).schema, frame.sparkSession)
+    key_types = tuple(_key_type(step, field) for field in keys)
     return StepInput(tuple(frame.columns), key_types, not hashed_in_task(keys), fixed_width=width)
+
+
+def _key_type(step: StatefulStep, key: pa.Field) -> ValueType:
+    try:
+        return value_type(key.type)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            f"operator {step.uid!r}: key_by column {key.name!r} is of Arrow type {key.type}, which "
+            "cannot be a state key: keys are booleans, ints, longs, floats, doubles, strings or "
+            "binaries (or structs and lists of those); convert the column before key_by, e.g. "
+            f".transform(lambda df: df.withColumn({key.name!r}, F.unix_micros({key.name!r}))) for a "
+            "timestamp"
+        ) from None
 
 
 class EpochPlanner:
@@ -155,8 +168,7 @@ class _StepRoute:
             self.route = self._route_of(self.key_group)
 
     def _route_of(self, key_group: Column) -> Column:
-        subtask = subtask_column(key_group, self.step.parallelism, self.step.max_parallelism)
-        return routing_column(subtask, self.step.parallelism)
+        return subtask_column(key_group, self.step.parallelism, self.step.max_parallelism)
 
     @cached_property
     def nothing(self) -> DataFrame:
@@ -177,12 +189,11 @@ class _StepRoute:
         route = self.route
         if route is None:
             # Spread by the whole row: the same rows reach the same subtask on a retry.
-            subtask = F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(parallelism))
-            route = routing_column(subtask, parallelism)
+            route = spread_column(frame.columns, parallelism)
         elif learned is not None and learned.key_groups_shipped:
             assert self.key_group is not None
             frame = frame.withColumn(KEY_GROUP, self.key_group)
             route = self.route_by_column
-        # The route is the shuffle's partitioning expression, not a column: the
-        # rows cross the shuffle and reach Python with the step's columns only.
-        return frame.repartition(parallelism, route)
+        # The route is the shuffle's partition id, not a column: the rows
+        # cross the shuffle and reach Python with the step's columns only.
+        return frame.repartitionById(parallelism, route)

@@ -1,44 +1,19 @@
 """Route every row of subtask ``s`` into Spark partition ``s``.
 
-``DataFrame.repartition(P, expr)`` puts a row into partition
-``pmod(hash(expr), P)``, hashing the expression's value with Spark's Murmur3.
-So the expression is a routing value ``r_s`` chosen so that
-``pmod(hash(r_s), P) == s`` (the smallest non-negative such long, found with
-Weir's implementation of Spark's ``hash``, which is tested against Spark
-itself). The exchange evaluates it per row without storing it: rows cross the
-shuffle and reach Python with the step's own columns only, each extra column
-costing the JVM about a tenth of an epoch. Every task still checks that its
-rows belong to its partition.
+The shuffle in front of a stateful step is ``DataFrame.repartitionById``: the
+partitioning expression is the row's subtask itself, so Spark puts the row
+into that partition without hashing it again. The exchange evaluates the
+expression per row without storing it: rows cross the shuffle and reach Python
+with the step's own columns only, each extra column costing the JVM about a
+tenth of an epoch. Every task still checks that its rows belong to its
+partition.
 """
 
 from __future__ import annotations
 
-from functools import cache
-
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-
-from weir import _internal
-
-
-@cache
-def routing_values(parallelism: int) -> tuple[int, ...]:
-    """The smallest long ``r_s`` with ``pmod(hash(r_s), parallelism) == s``, per subtask ``s``.
-
-    Examples:
-        >>> len(routing_values(3))
-        3
-    """
-    if parallelism < 1:
-        raise ValueError(f"parallelism must be at least 1, got {parallelism}")
-    found: dict[int, int] = {}
-    candidate = 0
-    while len(found) < parallelism:
-        partition = _internal.spark_hash([candidate], ["long"]) % parallelism
-        found.setdefault(partition, candidate)
-        candidate += 1
-    return tuple(found[s] for s in range(parallelism))
 
 
 def key_group_column(key_columns: list[str], max_parallelism: int) -> Column:
@@ -47,14 +22,15 @@ def key_group_column(key_columns: list[str], max_parallelism: int) -> Column:
 
 
 def subtask_column(key_group: Column, parallelism: int, max_parallelism: int) -> Column:
-    """Flink's contiguous assignment: ``key_group * parallelism // max_parallelism``."""
-    return F.floor(key_group * F.lit(parallelism) / F.lit(max_parallelism)).cast("int")
+    """Flink's contiguous assignment: ``key_group * parallelism div max_parallelism``
+    (integer arithmetic: the product stays below 2^31 for at most 32,768 key groups)."""
+    product = key_group.cast("int") * F.lit(parallelism)
+    return F.call_function("div", product, F.lit(max_parallelism)).cast("int")
 
 
-def routing_column(subtask: Column, parallelism: int) -> Column:
-    """The routing value of each row's subtask (see the module docs)."""
-    values = F.array(*[F.lit(v).cast("long") for v in routing_values(parallelism)])
-    return F.element_at(values, subtask + F.lit(1))
+def spread_column(columns: list[str], parallelism: int) -> Column:
+    """The subtask of a row of a stream without keys: the same row always gets the same one."""
+    return F.pmod(F.hash(*[F.col(c) for c in columns]), F.lit(parallelism))
 
 
 _TASK_HASHED_TYPES = (

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql.pandas.types import to_arrow_schema
 
 import weir.host
 from weir import _internal
@@ -33,7 +32,7 @@ from weir.config import CheckpointConfig
 from weir.exceptions import InvalidArgumentError, WeirError
 from weir.spark import _host
 from weir.spark import driver as d
-from weir.spark.arrow_batches import ByteLimit, fixed_width
+from weir.spark.arrow_batches import ByteLimit, arrow_schema, fixed_width
 from weir.spark.epoch_plan import EpochPlanner, StepInput, learn_input
 from weir.spark.epoch_sizing import EpochSizer, budget_drifted, epoch_target_ms
 from weir.spark.progress import Progress
@@ -513,7 +512,7 @@ class Runner:
             or not isinstance(sink, TaskWrittenSink)
         ):
             return None
-        return sink.task_writer(order.epoch, steps[-1].output_schema)
+        return sink.task_writer(order.epoch, arrow_schema(steps[-1].output_schema, self.job.spark))
 
     def check_every_subtask_ran(self, phases: dict[str, list[float]]) -> None:
         """Barriers, final epochs and notifications reach a subtask through its task in every
@@ -629,7 +628,7 @@ class Runner:
             key_types=learned.key_types if learned is not None else None,
             value_columns=learned.columns if learned is not None else (),
             key_groups_shipped=learned is not None and learned.key_groups_shipped,
-            output_schema=to_arrow_schema(step.output_schema),
+            output_schema=arrow_schema(step.output_schema, self.job.spark),
             parallelism=step.parallelism,
             max_parallelism=step.max_parallelism,
             backend=self.job.state_backend.name,

@@ -27,11 +27,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from weir.exceptions import StateError
+from weir.spark.arrow_batches import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, Row
-    from pyspark.sql.types import StructType
 
 Handle = Any
 """A JSON-serializable sink handle."""
@@ -72,9 +72,9 @@ class TaskWrittenSink(Sink, Protocol):
     """A sink whose output the epoch's tasks write themselves: the driver hands the last
     stateful step a writer, and the epoch's Spark job has no output of its own."""
 
-    def task_writer(self, epoch: int, schema: StructType) -> PartitionWriter:
-        """Prepares the staging of ``epoch``, whose rows have ``schema``; returns what
-        each of its tasks calls with its output batches."""
+    def task_writer(self, epoch: int, schema: pa.Schema) -> PartitionWriter:
+        """Prepares the staging of ``epoch``, whose rows have ``schema`` (the Arrow schema of
+        the tasks' batches); returns what each of its tasks calls with its output batches."""
         ...
 
 
@@ -125,19 +125,17 @@ class ParquetFilesSink:
     def _staged_epochs(self) -> list[int]:
         return _epoch_dirs(self._staging_root())
 
-    def task_writer(self, epoch: int, schema: StructType) -> PartitionWriter:
+    def task_writer(self, epoch: int, schema: pa.Schema) -> PartitionWriter:
         """Empties the epoch's staging directory (a run of it that failed part-way may have
         left files); returns the writer of a task's file there."""
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         staged = self._staged(epoch)
         shutil.rmtree(staged, ignore_errors=True)
         os.makedirs(staged)
-        return partial(_write_partition, staged, to_arrow_schema(schema))
+        return partial(_write_partition, staged, schema)
 
     def write_epoch(self, frame: DataFrame, epoch: int) -> None:
         """Writes the epoch's output to its staging directory, a file per partition."""
-        write = self.task_writer(epoch, frame.schema)
+        write = self.task_writer(epoch, arrow_schema(frame.schema, frame.sparkSession))
 
         def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             write(batches)
