@@ -80,7 +80,12 @@ class DataStream:
         return DataStream(self._job)
 
     def key_by(self, *columns: str) -> KeyedStream:
-        """Partitions the stream by the given key columns for the next ``process``."""
+        """Partitions the stream by the given key columns for the next ``process``.
+
+        A key column holds booleans, ints, longs, floats, doubles, strings or binaries
+        (or structs and lists of those): state cannot be keyed by a timestamp, a date or a
+        decimal, and such a column is refused before the first epoch with rows runs; convert
+        it first (e.g. ``F.unix_micros``)."""
         if not columns:
             raise InvalidArgumentError("key_by needs at least one column name")
         self._extend()
