@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyspark
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from weir.config import CheckpointConfig, CheckpointingMode, StateBackend, TlsFiles
@@ -30,6 +31,7 @@ from weir.exceptions import InvalidArgumentError
 from weir.spark import epoch_sizing, restart
 from weir.spark.driver import SavepointRequest
 from weir.spark.graph import JobGraph, StatefulStep, Transform, check_parallelism, check_uids
+from weir.spark.routing import check_pyspark
 from weir.spark.shipping import ship_by_value
 
 if TYPE_CHECKING:
@@ -202,6 +204,7 @@ class StreamJob:
         tls: TlsFiles | None = None,
         epoch_target_ms: int | None = None,
     ) -> None:
+        check_pyspark(pyspark.__version__)
         self.spark = spark
         self.name = name
         self.checkpoint_dir = checkpoint_dir

@@ -11,9 +11,34 @@ partition.
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from weir.exceptions import InvalidArgumentError
+
+OLDEST_PYSPARK = (4, 1)
+"""The first PySpark with ``DataFrame.repartitionById``."""
+
+
+def check_pyspark(version: str) -> None:
+    """Refuses a PySpark older than :data:`OLDEST_PYSPARK`.
+
+    Examples:
+        >>> check_pyspark("4.3.0")
+        >>> check_pyspark("4.0.1")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        weir.exceptions.InvalidArgumentError: Weir's jobs need PySpark 4.1 or later ..., this is 4.0.1: ...
+    """
+    release = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if release < OLDEST_PYSPARK:
+        raise InvalidArgumentError(
+            f"Weir's jobs need PySpark 4.1 or later (DataFrame.repartitionById routes rows to their "
+            f"subtasks), this is {version}: install pyspark>=4.1, matching the cluster's Spark"
+        )
 
 
 def key_group_column(key_columns: list[str], max_parallelism: int) -> Column:
