@@ -161,16 +161,20 @@ def test_keys_of_a_type_weir_does_not_hash_use_the_jvms_key_groups(
     assert Counter((r["key"], r["avg"]) for r in sink.rows) == want
 
 
-def test_a_job_keyed_by_timestamps_is_refused_before_its_first_epoch(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize(
+    ("key_type", "key"),
+    [("timestamp", "timestamp_seconds(key)"), ("struct<id: long>", "named_struct('id', key)")],
+)
+def test_a_job_keyed_by_a_column_state_cannot_key_is_refused_before_its_first_epoch(
+    spark: SparkSession, tmp_path: Path, key_type: str, key: str
 ) -> None:
     job, sink = average_into_collect(
         spark,
         tmp_path,
-        "timestamp-keys",
+        "unkeyable",
         sources.generator(2_000, keys=100, rows_per_epoch=500),
-        key_type="timestamp",
-        transform=lambda df: df.selectExpr("timestamp_seconds(key) AS key", "value"),
+        key_type=key_type,
+        transform=lambda df: df.selectExpr(f"{key} AS key", "value"),
     )
     with pytest.raises(InvalidArgumentError, match=r"operator 'avg': key_by column 'key' .*unix_micros"):
         job.execute()

@@ -85,9 +85,9 @@ class DataStream:
         """Partitions the stream by the given key columns for the next ``process``.
 
         A key column holds booleans, ints, longs, floats, doubles, strings or binaries
-        (or structs and lists of those): state cannot be keyed by a timestamp, a date or a
-        decimal, and such a column is refused before the first epoch with rows runs; convert
-        it first (e.g. ``F.unix_micros``)."""
+        (several columns make a composite key): state cannot be keyed by a byte, a short,
+        a timestamp, a date, a decimal, a struct or an array, and such a column is refused
+        before the first epoch with rows runs; convert it first (e.g. ``F.unix_micros``)."""
         if not columns:
             raise InvalidArgumentError("key_by needs at least one column name")
         self._extend()

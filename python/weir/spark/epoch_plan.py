@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from weir.exceptions import InvalidArgumentError
@@ -26,7 +27,6 @@ from weir.spark.worker import run_epoch_task
 from weir.types import ValueType, value_type
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark import Accumulator
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -64,16 +64,19 @@ def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
 
 
 def _key_type(step: StatefulStep, key: pa.Field) -> ValueType:
-    try:
-        return value_type(key.type)
-    except InvalidArgumentError:
-        raise InvalidArgumentError(
-            f"operator {step.uid!r}: key_by column {key.name!r} is of Arrow type {key.type}, which "
-            "cannot be a state key: keys are booleans, ints, longs, floats, doubles, strings or "
-            "binaries (or structs and lists of those); convert the column before key_by, e.g. "
-            f".transform(lambda df: df.withColumn({key.name!r}, F.unix_micros({key.name!r}))) for a "
-            "timestamp"
-        ) from None
+    """The state type of a key column; a key column is a scalar state can hold."""
+    if not pa.types.is_nested(key.type):
+        try:
+            return value_type(key.type)
+        except InvalidArgumentError:
+            pass
+    raise InvalidArgumentError(
+        f"operator {step.uid!r}: key_by column {key.name!r} is of Arrow type {key.type}, which "
+        "cannot be a state key: a key column holds booleans, ints, longs, floats, doubles, strings "
+        "or binaries (key_by several columns for a composite key); convert the column before "
+        f"key_by, e.g. .transform(lambda df: df.withColumn({key.name!r}, F.unix_micros({key.name!r}))) "
+        "for a timestamp"
+    )
 
 
 class EpochPlanner:
