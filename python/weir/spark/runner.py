@@ -43,6 +43,7 @@ from weir.spark.waterfall import EpochWaterfall, PhaseTimes
 if TYPE_CHECKING:
     from types import TracebackType
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from weir.coordinator import CoordinatorEvent
@@ -159,6 +160,9 @@ class Runner:
         self.byte_limit = ByteLimit(job.spark.conf)
         self.output_fixed_width: bool | None = None
         """Whether the epochs' output has fixed-width columns only, once an epoch had some."""
+        self.output_arrow: dict[str, pa.Schema] = {}
+        """Each step's output as Arrow batches, converted once (it reads the session's time zone
+        through the JVM)."""
 
     def __enter__(self) -> Runner:
         return self
@@ -512,7 +516,7 @@ class Runner:
             or not isinstance(sink, TaskWrittenSink)
         ):
             return None
-        return sink.task_writer(order.epoch, arrow_schema(steps[-1].output_schema, self.job.spark))
+        return sink.task_writer(order.epoch, self.arrow_output(steps[-1]))
 
     def check_every_subtask_ran(self, phases: dict[str, list[float]]) -> None:
         """Barriers, final epochs and notifications reach a subtask through its task in every
@@ -619,6 +623,13 @@ class Runner:
         self.local_host_start = threading.Thread(target=start, name="weir-host-start", daemon=True)
         self.local_host_start.start()
 
+    def arrow_output(self, step: StatefulStep) -> pa.Schema:
+        """The Arrow schema of the batches ``step``'s tasks make."""
+        schema = self.output_arrow.get(step.uid)
+        if schema is None:
+            schema = self.output_arrow[step.uid] = arrow_schema(step.output_schema, self.job.spark)
+        return schema
+
     def spec(self, step: StatefulStep) -> OperatorSpec:
         learned = self.inputs.get(step.uid)
         return OperatorSpec(
@@ -628,7 +639,7 @@ class Runner:
             key_types=learned.key_types if learned is not None else None,
             value_columns=learned.columns if learned is not None else (),
             key_groups_shipped=learned is not None and learned.key_groups_shipped,
-            output_schema=arrow_schema(step.output_schema, self.job.spark),
+            output_schema=self.arrow_output(step),
             parallelism=step.parallelism,
             max_parallelism=step.max_parallelism,
             backend=self.job.state_backend.name,
