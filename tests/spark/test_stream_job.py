@@ -393,6 +393,9 @@ def test_epochs_run_while_a_slow_upload_is_in_flight(spark: SparkSession, tmp_pa
         KeyedAverage(),
         name="avg-slow-store",
         checkpoint_storage_options={"put_delay_ms": "1500"},
+        # Twenty epochs: with five, epochs of 0.1 s all ran before the first checkpoint's
+        # upload began, leaving no later epoch to run while it was in flight.
+        rows_per_epoch=N // 20,
     )
     result = job.execute()
     assert_exactly_once(spark, out)
