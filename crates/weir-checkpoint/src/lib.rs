@@ -41,6 +41,7 @@ mod resolved;
 mod restore;
 mod retention;
 mod savepoint;
+mod slow_writes;
 mod storage;
 mod timeline;
 

@@ -20,12 +20,12 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::throttle::{ThrottleConfig, ThrottledStore};
 use weir_snapshot::{LocalFiles, SnapshotStorage};
 
 use crate::error::{CheckpointError, Result};
 use crate::layout;
 use crate::local_store::LocalStore;
+use crate::slow_writes::SlowWrites;
 
 /// The local-store option that delays every write by this many
 /// milliseconds: a deliberately slow store for tests and benchmarks.
@@ -151,18 +151,12 @@ impl StorageLocation {
         let Some(delay) = delay else {
             return Ok(self);
         };
-        let throttled = ThrottledStore::new(
-            Arc::clone(&self.store),
-            ThrottleConfig {
-                wait_put_per_call: delay,
-                ..ThrottleConfig::default()
-            },
-        );
-        // Placing files directly would skip the delay: a throttled store
+        let slow = SlowWrites::new(Arc::clone(&self.store), delay);
+        // Placing files directly would skip the delay: a slowed store
         // streams everything.
         Ok(Self {
             local: self.local,
-            ..Self::new(Arc::new(throttled), self.root, self.url)
+            ..Self::new(Arc::new(slow), self.root, self.url)
         })
     }
 
@@ -306,7 +300,8 @@ mod tests {
             StorageLocation::parse(&url, &StorageOptions::default().with(PUT_DELAY_MS, "150"))
                 .expect("slow store");
         // How slow it is belongs to benchmarks (and the Spark asynchrony test);
-        // here: writes through the slowed store still land.
+        // here: writes through the slowed store still land, and reads of a
+        // store that is being written (leases, `_metadata`) work.
         slow.store()
             .put(
                 &Path::from("a"),
@@ -315,6 +310,8 @@ mod tests {
             .await
             .expect("put");
         assert!(dir.path().join("a").is_file());
+        let read = slow.store().get(&Path::from("a")).await.expect("get");
+        assert_eq!(read.bytes().await.expect("bytes").as_ref(), b"x");
         let typo = StorageLocation::parse(&url, &StorageOptions::default().with("put_dely", "1"));
         assert!(matches!(
             typo,
