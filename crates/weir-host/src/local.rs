@@ -19,7 +19,6 @@ use weir_checkpoint::{
     OperatorRestore, OperatorStateMeta, ResolvedSnapshot, RestorePlan, StorageLocation,
     StorageOptions, create_savepoint, layout,
 };
-use weir_snapshot::SnapshotStorage;
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
     Attempt, CheckpointId, Epoch, JobId, KeyGroup, KeyGroupRange, MaxParallelism, OperatorUid,
@@ -70,6 +69,20 @@ impl LocalOperator {
         backend: BackendSpec,
         work_dir: &Path,
     ) -> Result<Self> {
+        let mut operator = Self::without_subtasks(uid, parallelism, max_parallelism, work_dir)?;
+        operator.subtasks = (0..parallelism)
+            .map(|i| Subtask::open(operator.subtask_spec(i, &backend), work_dir))
+            .collect::<Result<_>>()?;
+        Ok(operator)
+    }
+
+    /// The operator before its subtasks are opened or restored.
+    fn without_subtasks(
+        uid: OperatorUid,
+        parallelism: u32,
+        max_parallelism: MaxParallelism,
+        work_dir: &Path,
+    ) -> Result<Self> {
         max_parallelism.check_parallelism(parallelism)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -77,35 +90,35 @@ impl LocalOperator {
             .enable_all()
             .build()
             .map_err(|e| HostError::io("starting the snapshot runtime", e))?;
-        let subtasks = (0..parallelism)
-            .map(|i| {
-                let spec = SubtaskSpec {
-                    uid: uid.clone(),
-                    subtask: SubtaskIndex(i),
-                    parallelism,
-                    max_parallelism,
-                    backend: backend.clone(),
-                    key_types: None,
-                };
-                Subtask::open(spec, work_dir)
-            })
-            .collect::<Result<_>>()?;
         Ok(Self {
             checkpoints: OwnedDir::create(work_dir, &format!("checkpoints-{uid}"))?,
             uid,
             parallelism,
             max_parallelism,
-            subtasks,
+            subtasks: Vec::new(),
             runtime,
             next_checkpoint: CheckpointId(1),
             cut_epoch: Epoch(0),
         })
     }
 
+    /// The spec of subtask `index` on `backend`.
+    fn subtask_spec(&self, index: u32, backend: &BackendSpec) -> SubtaskSpec {
+        SubtaskSpec {
+            uid: self.uid.clone(),
+            subtask: SubtaskIndex(index),
+            parallelism: self.parallelism,
+            max_parallelism: self.max_parallelism,
+            backend: backend.clone(),
+            key_types: None,
+        }
+    }
+
     /// Restores operator `uid` from a savepoint or checkpoint directory
     /// (path or URL of the directory holding `_metadata`, or of `_metadata`
     /// itself) at any parallelism. Refuses state of other uids unless
     /// `allow_non_restored_state`, and refuses a max parallelism change.
+    /// Subtasks of an operator the snapshot has no state of start empty.
     pub fn restore(
         from: &str,
         uid: OperatorUid,
@@ -115,39 +128,49 @@ impl LocalOperator {
         work_dir: &Path,
         allow_non_restored_state: bool,
     ) -> Result<Self> {
-        let mut operator = Self::new(uid, parallelism, max_parallelism, backend, work_dir)?;
+        let mut operator = Self::without_subtasks(uid, parallelism, max_parallelism, work_dir)?;
         let location = StorageLocation::parse(from, &StorageOptions::default())?;
         let job = [JobOperator {
             uid: operator.uid.clone(),
             max_parallelism,
             parallelism,
         }];
-        let Self {
-            runtime, subtasks, ..
-        } = &mut operator;
-        let (checkpoint, cut_epoch) = runtime.block_on(async {
+        let specs: Vec<SubtaskSpec> = (0..parallelism)
+            .map(|i| operator.subtask_spec(i, &backend))
+            .collect();
+        let (subtasks, checkpoint, cut_epoch) = operator.runtime.block_on(async {
             let snapshot = ResolvedSnapshot::open(&location).await?;
             let metadata = snapshot.metadata();
             let plan = RestorePlan::new(metadata, &job, allow_non_restored_state)?;
+            let mut subtasks = Vec::with_capacity(specs.len());
             if let Some(OperatorRestore::Restored(restored)) = plan.operators.get(&job[0].uid) {
                 let storage = snapshot.state_storage().await?;
-                for (subtask, planned) in subtasks.iter_mut().zip(&restored.subtasks) {
-                    let origin = RestoreOrigin {
-                        checkpoint: metadata.checkpoint_id,
-                        location: from,
-                    };
-                    restore_subtask(
-                        subtask,
+                let origin = RestoreOrigin {
+                    checkpoint: metadata.checkpoint_id,
+                    location: from,
+                };
+                for (spec, planned) in specs.into_iter().zip(&restored.subtasks) {
+                    let mut subtask = Subtask::restore(
+                        spec,
+                        work_dir,
                         planned,
-                        (&storage, origin),
                         &restored.states,
-                        restored.key_types.as_deref(),
+                        (&storage, origin),
                     )
                     .await?;
+                    if let Some(types) = &restored.key_types {
+                        subtask.set_key_types(types.clone())?;
+                    }
+                    subtasks.push(subtask);
+                }
+            } else {
+                for spec in specs {
+                    subtasks.push(Subtask::open(spec, work_dir)?);
                 }
             }
-            Ok::<_, HostError>((metadata.checkpoint_id, metadata.cut_epoch))
+            Ok::<_, HostError>((subtasks, metadata.checkpoint_id, metadata.cut_epoch))
         })?;
+        operator.subtasks = subtasks;
         operator.next_checkpoint = CheckpointId(checkpoint.0 + 1);
         operator.cut_epoch = cut_epoch;
         Ok(operator)
@@ -527,26 +550,6 @@ impl SubtaskSession for LocalSession {
 
 fn no_subtasks() -> HostError {
     HostError::InvalidRequest("the operator has no subtasks".into())
-}
-
-/// Restores one subtask: the recorded states are registered first, in the
-/// recorded order, so every subtask gives a state the same id whichever
-/// files it reads.
-async fn restore_subtask(
-    subtask: &mut Subtask,
-    planned: &weir_checkpoint::SubtaskRestore,
-    (storage, origin): (&SnapshotStorage, RestoreOrigin<'_>),
-    states: &[StateDescriptor],
-    key_types: Option<&[ValueType]>,
-) -> Result<()> {
-    for descriptor in states {
-        subtask.register_state(descriptor)?;
-    }
-    subtask.restore(planned, storage, origin).await?;
-    if let Some(types) = key_types {
-        subtask.set_key_types(types.to_vec())?;
-    }
-    Ok(())
 }
 
 /// The first id from `from` on whose savepoint directory under `savepoints`

@@ -12,7 +12,7 @@ use weir_checkpoint::{
 };
 use weir_host::engine::{RestoreOrigin, SnapshotFormat, Subtask};
 use weir_host::{BackendSpec, HostError, KeyBatch, SubtaskSession, SubtaskSpec};
-use weir_snapshot::{KeyedStateHandle, SnapshotError};
+use weir_snapshot::{KeyedStateHandle, SnapshotError, SnapshotStorage};
 use weir_state::{RedistributionMode, StateId};
 use weir_types::{
     Attempt, CheckpointId, Epoch, JobId, KeyGroup, MaxParallelism, OperatorUid, StateDescriptor,
@@ -38,6 +38,17 @@ fn origin(checkpoint: u64) -> RestoreOrigin<'static> {
         checkpoint: CheckpointId(checkpoint),
         location: LOCATION,
     }
+}
+
+/// Subtask `spec` restored from `planned`, registering no states first.
+fn restored(
+    runtime: &tokio::runtime::Runtime,
+    spec: SubtaskSpec,
+    work: &std::path::Path,
+    planned: &SubtaskRestore,
+    from: (&SnapshotStorage, RestoreOrigin<'_>),
+) -> Result<Subtask, HostError> {
+    runtime.block_on(Subtask::restore(spec, work, planned, &[], from))
 }
 
 /// Completes checkpoint `id` of operator `op` (parallelism 1) holding `subtask`.
@@ -136,11 +147,14 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
         let subtasks = planned_subtasks(&meta, 2);
         let mut offsets_seen = Vec::new();
         for planned in &subtasks {
-            let mut sub =
-                Subtask::open(spec(to.clone(), planned.subtask.0, 2), work.path()).expect("opens");
-            runtime
-                .block_on(sub.restore(planned, &storage.state_storage(), origin(1)))
-                .expect("restores");
+            let mut sub = restored(
+                &runtime,
+                spec(to.clone(), planned.subtask.0, 2),
+                work.path(),
+                planned,
+                (&storage.state_storage(), origin(1)),
+            )
+            .expect("restores");
             let v = sub.register_state(&descriptor()).expect("restored");
             let range = sub.key_group_range();
             let owned: Vec<Vec<u8>> = range.iter().map(|g| vec![b'k', g.0 as u8]).collect();
@@ -158,18 +172,16 @@ fn snapshot_upload_and_restore_into_two_subtasks() {
                 .register_operator_state("offsets", RedistributionMode::Split)
                 .expect("restored");
             offsets_seen.push(sub.operator_state(offsets).expect("reads"));
-            // A restored subtask cannot restore again.
-            let err = runtime
-                .block_on(sub.restore(planned, &storage.state_storage(), origin(1)))
-                .expect_err("already holds operator state");
-            assert!(err.to_string().contains("before"), "{err}");
-            // Nor can another subtask's plan be used.
+            // Another subtask's plan cannot be used.
             let other = &subtasks[1 - planned.subtask.0 as usize];
-            let mut fresh =
-                Subtask::open(spec(to.clone(), planned.subtask.0, 2), work.path()).expect("opens");
-            let err = runtime
-                .block_on(fresh.restore(other, &storage.state_storage(), origin(1)))
-                .expect_err("wrong subtask");
+            let err = restored(
+                &runtime,
+                spec(to.clone(), planned.subtask.0, 2),
+                work.path(),
+                other,
+                (&storage.state_storage(), origin(1)),
+            )
+            .expect_err("wrong subtask");
             assert!(err.to_string().contains("planned for subtask"), "{err}");
         }
         assert_eq!(
@@ -372,14 +384,14 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
     ] {
         let subtasks = planned_subtasks(&second, parallelism);
         for planned in &subtasks {
-            let mut sub = Subtask::open(
+            let mut sub = restored(
+                &runtime,
                 spec(backend.clone(), planned.subtask.0, parallelism),
                 work.path(),
+                planned,
+                (&storage.state_storage(), origin(2)),
             )
-            .expect("opens");
-            runtime
-                .block_on(sub.restore(planned, &storage.state_storage(), origin(2)))
-                .expect("restores");
+            .expect("restores");
             assert_rounds(&mut sub, n, expected);
             if backend == BackendSpec::RocksDb && parallelism == 1 {
                 let v = sub.register_state(&descriptor()).expect("registered");
@@ -465,10 +477,14 @@ fn a_changed_sst_fails_the_restore_on_its_checksum() {
 
     let subtasks = planned_subtasks(&meta, 1);
     for backend in [BackendSpec::RocksDb, BackendSpec::Heap] {
-        let mut sub = Subtask::open(spec(backend.clone(), 0, 1), work.path()).expect("opens");
-        let err = runtime
-            .block_on(sub.restore(&subtasks[0], &storage.state_storage(), origin(1)))
-            .expect_err("the SST differs from its handle");
+        let err = restored(
+            &runtime,
+            spec(backend.clone(), 0, 1),
+            work.path(),
+            &subtasks[0],
+            (&storage.state_storage(), origin(1)),
+        )
+        .expect_err("the SST differs from its handle");
         assert!(
             matches!(
                 err,

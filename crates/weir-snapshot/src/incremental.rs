@@ -398,9 +398,11 @@ pub async fn download_incremental(
             source,
         })?;
     // The database never writes to its SSTs, so those may be shared with
-    // the checkpoint; the other files it may rewrite are copied.
-    let shared = handle.shared.iter().map(|file| (file, true));
-    let files = shared.chain(handle.private.iter().map(|file| (file, false)));
+    // the checkpoint; the other files it may rewrite are copied. The copies
+    // (small: the manifest, options, WAL) go first: behind the checksum
+    // reads of the SSTs they would wait for the disk.
+    let private = handle.private.iter().map(|file| (file, false));
+    let files = private.chain(handle.shared.iter().map(|file| (file, true)));
     let checks = futures::stream::iter(files.map(|(file, share)| async move {
         check_file_name(&file.local_name)?;
         let target = dir.join(&file.local_name);

@@ -6,8 +6,8 @@
 //! - [`Subtask::snapshot_sync`] is the synchronous part of a snapshot; the
 //!   returned [`SubtaskSnapshot`] uploads itself ([`SubtaskSnapshot::upload`])
 //!   as a cancelable [`UploadFuture`].
-//! - [`Subtask::restore`] fills a fresh subtask from a
-//!   [`SubtaskRestore`] of a [`weir_checkpoint::RestorePlan`].
+//! - [`Subtask::restore`] builds a subtask from a [`SubtaskRestore`] of a
+//!   [`weir_checkpoint::RestorePlan`].
 //!
 //! [`SubtaskSession`]: crate::SubtaskSession
 
@@ -63,7 +63,7 @@ pub struct Subtask {
     scratch: Vec<u8>,
     /// The RocksDB directory, removed on drop; declared after `keyed` so the
     /// database closes before its files go.
-    dir: Option<OwnedDir>,
+    _dir: Option<OwnedDir>,
     /// Where the subtask's databases, native checkpoints and restore
     /// downloads live.
     work_dir: PathBuf,
@@ -83,32 +83,51 @@ impl Subtask {
     /// Opens empty state. RocksDB lives in a fresh directory under
     /// `work_dir`, removed when the subtask is dropped.
     pub fn open(spec: SubtaskSpec, work_dir: &Path) -> Result<Self> {
-        let range =
-            KeyGroupRange::for_subtask(spec.max_parallelism, spec.parallelism, spec.subtask)?;
-        let (keyed, dir) = match spec.backend {
-            BackendSpec::Heap => (
-                KeyedBackend::Heap(HeapKeyedStateBackend::new(spec.max_parallelism, range)?),
-                None,
-            ),
+        let range = subtask_range(&spec)?;
+        match spec.backend {
+            BackendSpec::Heap => {
+                let heap = HeapKeyedStateBackend::new(spec.max_parallelism, range)?;
+                Ok(Self::with_backend(
+                    spec,
+                    KeyedBackend::Heap(heap),
+                    None,
+                    work_dir,
+                ))
+            }
             BackendSpec::RocksDb => {
                 let dir = rocksdb_dir(&spec, work_dir)?;
                 let options = RocksDbOptions::new(dir.path(), spec.max_parallelism, range);
                 let backend = RocksDbKeyedStateBackend::open(options)
                     .map_err(weir_state::StateError::from)?;
-                (KeyedBackend::RocksDb(Box::new(backend)), Some(dir))
+                Ok(Self::with_backend(
+                    spec,
+                    KeyedBackend::RocksDb(Box::new(backend)),
+                    Some(dir),
+                    work_dir,
+                ))
             }
-        };
-        Ok(Self {
+        }
+    }
+
+    /// A subtask over `keyed` (in `dir`, for RocksDB), with empty operator
+    /// state and no epoch begun.
+    fn with_backend(
+        spec: SubtaskSpec,
+        keyed: KeyedBackend,
+        dir: Option<OwnedDir>,
+        work_dir: &Path,
+    ) -> Self {
+        Self {
+            range: keyed.key_group_range(),
             spec,
-            range,
             keyed,
             operator: OperatorStateStore::new(),
             uploaded: Arc::default(),
             last_begun: None,
             scratch: Vec::new(),
-            dir,
+            _dir: dir,
             work_dir: work_dir.to_owned(),
-        })
+        }
     }
 
     /// Records the key columns' types (kept in snapshots); setting them again
@@ -190,6 +209,15 @@ impl Subtask {
                 state,
             )))
     }
+}
+
+/// The key groups the subtask `spec` names owns.
+fn subtask_range(spec: &SubtaskSpec) -> Result<KeyGroupRange> {
+    Ok(KeyGroupRange::for_subtask(
+        spec.max_parallelism,
+        spec.parallelism,
+        spec.subtask,
+    )?)
 }
 
 /// A fresh directory for a subtask's RocksDB database under `work_dir`.

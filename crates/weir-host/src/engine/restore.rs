@@ -8,7 +8,7 @@
 //! its key groups out of that database, so switching backends needs no
 //! savepoint.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use weir_checkpoint::SubtaskRestore;
 use weir_snapshot::{
@@ -20,12 +20,13 @@ use weir_state::{
     StateEntry, StateError, StateId, load_key_groups, redistribute,
 };
 use weir_state_rocksdb::{RocksDbKeyedStateBackend, RocksDbOptions};
-use weir_types::{CheckpointId, KeyGroup};
+use weir_types::{CheckpointId, KeyGroup, StateDescriptor};
 
 use super::keyed::KeyedBackend;
 use super::workdir::OwnedDir;
-use super::{Subtask, rocksdb_dir};
+use super::{Subtask, rocksdb_dir, subtask_range};
 use crate::error::{HostError, Result};
+use crate::session::{BackendSpec, SubtaskSession, SubtaskSpec};
 
 /// Which stored checkpoint a restore reads: its id and the job directory
 /// (or savepoint directory) its handles' paths are relative to.
@@ -38,31 +39,29 @@ pub struct RestoreOrigin<'a> {
 }
 
 impl Subtask {
-    /// Restores keyed state (this subtask's key groups only, from any
-    /// number of full snapshot files) and operator state (this subtask's own
-    /// file, or, after a rescale, its share of every old subtask's files by
-    /// each state's redistribution mode) from `storage`.
+    /// Builds subtask `spec` from stored state: keyed state (its key groups
+    /// only, from any number of snapshot files or RocksDB native
+    /// checkpoints) and operator state (its own file, or, after a rescale,
+    /// its share of every old subtask's files by each state's redistribution
+    /// mode), read from `storage`. `states` are registered first, in order,
+    /// so they keep their ids whichever files the subtask reads.
     ///
-    /// Only a subtask that has not begun an epoch nor registered operator
-    /// state can restore; a failed restore leaves it unusable (drop it).
+    /// A RocksDB subtask restoring native checkpoints becomes the database
+    /// built from them; no empty database is created first.
     pub async fn restore(
-        &mut self,
+        spec: SubtaskSpec,
+        work_dir: &Path,
         restore: &SubtaskRestore,
-        storage: &SnapshotStorage,
-        origin: RestoreOrigin<'_>,
-    ) -> Result<()> {
-        if restore.subtask != self.spec.subtask || restore.key_group_range != self.range {
+        states: &[StateDescriptor],
+        (storage, origin): (&SnapshotStorage, RestoreOrigin<'_>),
+    ) -> Result<Self> {
+        let range = subtask_range(&spec)?;
+        if restore.subtask != spec.subtask || restore.key_group_range != range {
             return Err(HostError::InvalidRequest(format!(
-                "subtask {} (key groups {}) cannot restore the state planned for subtask {} \
+                "subtask {} (key groups {range}) cannot restore the state planned for subtask {} \
                  (key groups {}); plan the restore with this operator's parallelism",
-                self.spec.subtask, self.range, restore.subtask, restore.key_group_range
+                spec.subtask, restore.subtask, restore.key_group_range
             )));
-        }
-        if self.last_begun.is_some() || self.operator.snapshot().is_ok_and(|s| !s.states.is_empty())
-        {
-            return Err(HostError::InvalidRequest(
-                "restore a subtask before it registers operator state or begins an epoch".into(),
-            ));
         }
         let (native, canonical): (Vec<_>, Vec<_>) = restore
             .keyed
@@ -76,18 +75,35 @@ impl Subtask {
                 KeyedStateHandle::Full(_) => None,
             })
             .collect();
-        if !native.is_empty() {
-            self.restore_native(&native, storage, restore.rescaled, origin)
-                .await?;
-        }
-        restore_keyed(&mut *self.keyed, &canonical, &*storage.store, &storage.root).await?;
+        let mut subtask = if native.is_empty() {
+            let mut subtask = Self::open(spec, work_dir)?;
+            for descriptor in states {
+                subtask.register_state(descriptor)?;
+            }
+            subtask
+        } else {
+            let native = NativeRestore {
+                handles: &native,
+                storage,
+                rescaled: restore.rescaled,
+                origin,
+            };
+            Self::from_native(spec, work_dir, native, states).await?
+        };
+        restore_keyed(
+            &mut *subtask.keyed,
+            &canonical,
+            &*storage.store,
+            &storage.root,
+        )
+        .await?;
         let mut old = Vec::with_capacity(restore.operator_state.len());
         for file in &restore.operator_state {
             old.push(read_operator_state(file, &*storage.store, &storage.root).await?);
         }
         let own = if restore.rescaled {
-            let index = self.spec.subtask.0 as usize;
-            redistribute(&old, self.spec.parallelism)?
+            let index = subtask.spec.subtask.0 as usize;
+            redistribute(&old, subtask.spec.parallelism)?
                 .into_iter()
                 .nth(index)
                 .unwrap_or_default()
@@ -103,67 +119,84 @@ impl Subtask {
                 }
             }
         };
-        self.operator = OperatorStateStore::restore(&own)?;
-        Ok(())
+        subtask.operator = OperatorStateStore::restore(&own)?;
+        Ok(subtask)
     }
 
-    /// Restores the keyed state from RocksDB native checkpoints.
-    async fn restore_native(
-        &mut self,
-        handles: &[IncrementalSnapshotHandle],
-        storage: &SnapshotStorage,
-        rescaled: bool,
-        origin: RestoreOrigin<'_>,
-    ) -> Result<()> {
-        let name = format!("restore-{}-{}", self.spec.uid, self.spec.subtask);
-        let downloads = OwnedDir::create(&self.work_dir, &name)?;
-        let mut dirs = Vec::with_capacity(handles.len());
-        let mut checksums = Vec::with_capacity(handles.len());
-        for (i, handle) in handles.iter().enumerate() {
+    /// A subtask whose keyed state comes from RocksDB native checkpoints,
+    /// with `states` registered.
+    async fn from_native(
+        spec: SubtaskSpec,
+        work_dir: &Path,
+        native: NativeRestore<'_>,
+        states: &[StateDescriptor],
+    ) -> Result<Self> {
+        let range = subtask_range(&spec)?;
+        let name = format!("restore-{}-{}", spec.uid, spec.subtask);
+        let downloads = OwnedDir::create(work_dir, &name)?;
+        let mut dirs = Vec::with_capacity(native.handles.len());
+        let mut checksums = Vec::with_capacity(native.handles.len());
+        for (i, handle) in native.handles.iter().enumerate() {
             let dir = downloads.path().join(i.to_string());
-            checksums.push(download_incremental(handle, storage, &dir).await?);
+            checksums.push(download_incremental(handle, native.storage, &dir).await?);
             dirs.push(dir);
         }
-        let registered = self.keyed.descriptors().to_vec();
-        let (max_parallelism, range) = (self.spec.max_parallelism, self.range);
         // A database at `path` built from the downloaded checkpoints.
+        let max_parallelism = spec.max_parallelism;
         let open = |path: PathBuf| {
             let options = RocksDbOptions::new(path, max_parallelism, range);
             RocksDbKeyedStateBackend::restore_from_native(&dirs, options).map_err(StateError::from)
         };
-        match &mut self.keyed {
-            KeyedBackend::RocksDb(_) => {
-                let dir = rocksdb_dir(&self.spec, &self.work_dir)?;
+        let mut subtask = match spec.backend {
+            BackendSpec::RocksDb => {
+                let dir = rocksdb_dir(&spec, work_dir)?;
                 let restored = verified(open(dir.path().to_owned()), checksums).await?;
-                // The old database closes before its directory goes.
-                self.keyed = KeyedBackend::RocksDb(Box::new(restored));
-                self.dir = Some(dir);
-                if let [handle] = handles
-                    && !rescaled
+                let keyed = KeyedBackend::RocksDb(Box::new(restored));
+                let subtask = Self::with_backend(spec, keyed, Some(dir), work_dir);
+                if let [handle] = native.handles
+                    && !native.rescaled
                     && handle.key_group_range == range
                 {
-                    self.lock_uploaded()
-                        .record(origin.checkpoint, origin.location, handle.clone());
+                    subtask.lock_uploaded().record(
+                        native.origin.checkpoint,
+                        native.origin.location,
+                        handle.clone(),
+                    );
                 }
+                subtask
             }
-            KeyedBackend::Heap(heap) => {
+            BackendSpec::Heap => {
+                let mut subtask = Self::open(spec, work_dir)?;
+                for descriptor in states {
+                    subtask.register_state(descriptor)?;
+                }
                 let mut restored =
                     verified(open(downloads.path().join("merged")), checksums).await?;
-                copy_entries(restored.snapshot_sync()?.as_ref(), heap)?;
+                copy_entries(restored.snapshot_sync()?.as_ref(), &mut *subtask.keyed)?;
+                subtask
             }
-        }
-        for (index, descriptor) in registered.iter().enumerate() {
-            let id = self.keyed.register_state(descriptor)?;
+        };
+        for (index, descriptor) in states.iter().enumerate() {
+            let id = subtask.register_state(descriptor)?;
             if id.0 as usize != index {
                 return Err(HostError::InvalidRequest(format!(
-                    "state {:?} is number {} in the restored checkpoint but was registered as \
-                     number {index} before the restore; restore before registering states",
+                    "state {:?} is number {} in the restored checkpoint but number {index} in \
+                     the states to register first; register states in the checkpoint's order",
                     descriptor.name, id.0
                 )));
             }
         }
-        Ok(())
+        Ok(subtask)
     }
+}
+
+/// Where a restore's RocksDB native checkpoints come from.
+#[derive(Clone, Copy)]
+struct NativeRestore<'a> {
+    handles: &'a [IncrementalSnapshotHandle],
+    storage: &'a SnapshotStorage,
+    rescaled: bool,
+    origin: RestoreOrigin<'a>,
 }
 
 /// `opened` (a database built from downloaded files) once every file's

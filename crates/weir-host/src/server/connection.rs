@@ -12,7 +12,7 @@ use super::host::{Host, SharedSlot, SlotKey, Tally, lock_slot};
 use super::op::{Answer, SlotOp, done};
 use super::slot::{Slot, check_attach};
 use super::watchdog::ExitReason;
-use crate::engine::RestoreOrigin;
+use crate::engine::{RestoreOrigin, Subtask};
 use crate::error::{HostError, Result};
 use crate::protocol::{
     DeadlineReader, Expectation, Frame, FrameError, FrameLimits, PROTOCOL_VERSION, Reply, Request,
@@ -259,16 +259,19 @@ impl Session {
         let key: SlotKey = (spec.uid.clone(), spec.subtask);
         let storage = request.storage.open()?.snapshot_storage();
         let dir = self.host.slot_dir(&key);
-        let mut slot = Slot::open(spec, &dir)?;
         let plan = request.subtask_restore();
-        self.host.runtime.block_on(slot.subtask.restore(
+        let origin = RestoreOrigin {
+            checkpoint: request.restored_from,
+            location: &request.storage.url,
+        };
+        let subtask = self.host.runtime.block_on(Subtask::restore(
+            spec,
+            &dir,
             &plan,
-            &storage,
-            RestoreOrigin {
-                checkpoint: request.restored_from,
-                location: &request.storage.url,
-            },
+            &[],
+            (&storage, origin),
         ))?;
+        let mut slot = Slot::new(subtask, &dir);
         slot.facts.restored_from = Some(request.restored_from);
         slot.facts.final_epoch = Some(request.cut);
         let range = slot.subtask.key_group_range();

@@ -45,13 +45,18 @@ pub(crate) struct SlotFacts {
 impl Slot {
     /// A slot for fresh, empty state.
     pub(crate) fn open(spec: SubtaskSpec, dir: &Path) -> Result<Self> {
-        Ok(Self {
-            subtask: Subtask::open(spec, dir)?,
+        Ok(Self::new(Subtask::open(spec, dir)?, dir))
+    }
+
+    /// A slot holding `subtask`, whose working files live in `dir`.
+    pub(crate) fn new(subtask: Subtask, dir: &Path) -> Self {
+        Self {
+            subtask,
             facts: SlotFacts::default(),
             checkpoints: VecDeque::new(),
             retired: false,
             dir: dir.to_path_buf(),
-        })
+        }
     }
 
     /// Fails with `StateLost` once a restore replaced this slot.
