@@ -154,7 +154,7 @@ fn run(args: &Args) -> Result<()> {
             full_checkpoints::run(&runtime, &args.dir, &backend, &keys, max, rounds, &mut out)?;
             rescale::run(&args.dir, &backend, &keys, max, &mut out)?;
             if rocksdb {
-                incremental::run(&runtime, &args.dir, &keys, max, &mut out)?;
+                incremental::run(&runtime, &args.dir, &keys, max, rounds.restores, &mut out)?;
             }
         }
     }
