@@ -22,8 +22,9 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result, UploadPart,
 };
 
-/// Wraps a store; every put, multipart part, copy and rename first waits
-/// for `delay`.
+/// Wraps a store; every put, copy and rename first waits for `delay`, and
+/// every part of a multipart upload completes no sooner than `delay` after
+/// it was handed over.
 #[derive(Debug)]
 pub(crate) struct SlowWrites {
     inner: Arc<dyn ObjectStore>,
