@@ -76,11 +76,7 @@ impl Subtask {
             })
             .collect();
         let mut subtask = if native.is_empty() {
-            let mut subtask = Self::open(spec, work_dir)?;
-            for descriptor in states {
-                subtask.register_state(descriptor)?;
-            }
-            subtask
+            Self::open_with_states(spec, work_dir, states)?
         } else {
             let native = NativeRestore {
                 handles: &native,
@@ -147,12 +143,12 @@ impl Subtask {
             let options = RocksDbOptions::new(path, max_parallelism, range);
             RocksDbKeyedStateBackend::restore_from_native(&dirs, options).map_err(StateError::from)
         };
-        let mut subtask = match spec.backend {
+        match spec.backend {
             BackendSpec::RocksDb => {
                 let dir = rocksdb_dir(&spec, work_dir)?;
                 let restored = verified(open(dir.path().to_owned()), checksums).await?;
                 let keyed = KeyedBackend::RocksDb(Box::new(restored));
-                let subtask = Self::with_backend(spec, keyed, Some(dir), work_dir);
+                let mut subtask = Self::with_backend(spec, keyed, Some(dir), work_dir);
                 if let [handle] = native.handles
                     && !native.rescaled
                     && handle.key_group_range == range
@@ -163,28 +159,39 @@ impl Subtask {
                         handle.clone(),
                     );
                 }
-                subtask
+                // The restored database numbered its states already.
+                for (index, descriptor) in states.iter().enumerate() {
+                    let id = subtask.register_state(descriptor)?;
+                    if id.0 as usize != index {
+                        return Err(HostError::InvalidRequest(format!(
+                            "state {:?} is number {} in the restored checkpoint but number \
+                             {index} in the states to register first; register states in the \
+                             checkpoint's order",
+                            descriptor.name, id.0
+                        )));
+                    }
+                }
+                Ok(subtask)
             }
             BackendSpec::Heap => {
-                let mut subtask = Self::open(spec, work_dir)?;
-                for descriptor in states {
-                    subtask.register_state(descriptor)?;
-                }
+                let mut subtask = Self::open_with_states(spec, work_dir, states)?;
                 let mut restored =
                     verified(open(downloads.path().join("merged")), checksums).await?;
                 copy_entries(restored.snapshot_sync()?.as_ref(), &mut *subtask.keyed)?;
-                subtask
+                Ok(subtask)
             }
-        };
-        for (index, descriptor) in states.iter().enumerate() {
-            let id = subtask.register_state(descriptor)?;
-            if id.0 as usize != index {
-                return Err(HostError::InvalidRequest(format!(
-                    "state {:?} is number {} in the restored checkpoint but number {index} in \
-                     the states to register first; register states in the checkpoint's order",
-                    descriptor.name, id.0
-                )));
-            }
+        }
+    }
+
+    /// Empty state with `states` registered, in order.
+    fn open_with_states(
+        spec: SubtaskSpec,
+        work_dir: &Path,
+        states: &[StateDescriptor],
+    ) -> Result<Self> {
+        let mut subtask = Self::open(spec, work_dir)?;
+        for descriptor in states {
+            subtask.register_state(descriptor)?;
         }
         Ok(subtask)
     }
