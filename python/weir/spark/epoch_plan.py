@@ -167,7 +167,7 @@ class _StepRoute:
         self.key_group: Column | None = None
         self.route: Column | None = None
         if step.key_columns is not None:
-            self.key_group = key_group_column(list(step.key_columns), step.max_parallelism).cast("int")
+            self.key_group = key_group_column(list(step.key_columns), step.max_parallelism)
             self.route = self._route_of(self.key_group)
 
     def _route_of(self, key_group: Column) -> Column:

@@ -42,14 +42,15 @@ def check_pyspark(version: str) -> None:
 
 
 def key_group_column(key_columns: list[str], max_parallelism: int) -> Column:
-    """``pmod(hash(keys...), max_parallelism)``, computed in the JVM."""
+    """``pmod(hash(keys...), max_parallelism)``, computed in the JVM (an int column)."""
     return F.pmod(F.hash(*[F.col(c) for c in key_columns]), F.lit(max_parallelism))
 
 
 def subtask_column(key_group: Column, parallelism: int, max_parallelism: int) -> Column:
     """Flink's contiguous assignment: ``key_group * parallelism div max_parallelism``
-    (integer arithmetic: the product stays below 2^31 for at most 32,768 key groups)."""
-    product = key_group.cast("int") * F.lit(parallelism)
+    (``key_group`` an int column: the product stays below 2^31 for at most 32,768 key
+    groups)."""
+    product = key_group * F.lit(parallelism)
     return F.call_function("div", product, F.lit(max_parallelism)).cast("int")
 
 
