@@ -93,7 +93,7 @@ SHOWN = {
     "memory": ["rss_loaded", "rss_peak", "peak_bytes_per_key"],
     "sync_pause": ["pause_p50", "pause_p99", "finalize_p99", "snapshot_sync_p99"],
     **{
-        upload: ["duration_p50", "uploaded_bytes", "upload_rate", "upload_vs_disk_write"]
+        upload: ["duration_p50", "duration_max", "uploaded_bytes", "upload_rate", "upload_vs_disk_write"]
         for upload in UPLOADS
     },
     "incremental": [

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, btree_map};
+use std::collections::BTreeSet;
 use std::iter::Peekable;
 use std::sync::Arc;
 
@@ -89,7 +89,8 @@ impl RocksDbFrozenState {
         let cf_name = &self.cf_names[state.0 as usize];
         let start = key_group_bound(key_group.0.into());
         let end = key_group_bound(u32::from(key_group.0) + 1);
-        let mut pending = PendingWrites::collect(&self.unfolded, state, &start, &end);
+        let mut pending =
+            PendingWrites::collect(&self.unfolded, descriptor.kind, state, &start, &end);
         let visit_row =
             &mut |row: &[u8], value: &[u8]| emit(descriptor.kind, state, row, value, visit);
         let db = self.snapshot.borrow_owner();
@@ -111,7 +112,7 @@ impl RocksDbFrozenState {
                 Some(Effect::Put(value)) => visit_row(row, &value)?,
                 Some(Effect::Delete) => {}
                 Some(Effect::Append(items)) => visit_row(row, &[value, &items].concat())?,
-                None if pending.hides(descriptor.kind, row)? => {}
+                None if pending.hides(row)? => {}
                 None => visit_row(row, value)?,
             }
             rows.next();
@@ -134,56 +135,104 @@ enum Effect<'a> {
     Append(Cow<'a, [u8]>),
 }
 
-/// The unfolded epochs' writes to one state in one key group.
+/// An epoch's writes, in row order.
+type Writes<'a> = Box<dyn Iterator<Item = (&'a [u8], &'a Write)> + 'a>;
+
+/// One unfolded epoch's writes to one state in one key group.
+struct EpochWrites<'a> {
+    writes: Peekable<Writes<'a>>,
+    /// Map row prefixes whose earlier entries this epoch cleared.
+    cleared: BTreeSet<&'a [u8]>,
+}
+
+/// The unfolded epochs' writes to one state in one key group, merged row by
+/// row as the scan asks for them. Each epoch's writes are sorted already, so
+/// the merge only compares the epochs' next rows. A map of every pending
+/// row, built before the scan, made the upload that followed an unfolded
+/// load of 10^6 keys 310-460 ms slower (`checkpoint_bench`).
 struct PendingWrites<'a> {
-    /// In row order.
-    effects: Peekable<btree_map::IntoIter<&'a [u8], Effect<'a>>>,
-    /// Map row prefixes whose older entries are gone.
+    kind: StateKind,
+    /// Oldest first.
+    epochs: Vec<EpochWrites<'a>>,
+    /// The next merged row, once looked at.
+    peeked: Option<(&'a [u8], Effect<'a>)>,
+    /// Map row prefixes whose older entries are gone, in any epoch.
     cleared: BTreeSet<&'a [u8]>,
 }
 
 impl<'a> PendingWrites<'a> {
-    /// Replays `overlays` (oldest first) for the rows in `[start, end)`.
+    /// The writes of `overlays` (oldest first) to the rows in `[start, end)`.
     fn collect(
         overlays: &'a [Arc<Overlay>],
+        kind: StateKind,
         state: StateId,
         start: &'a [u8],
         end: &'a [u8],
     ) -> Self {
-        let mut effects: BTreeMap<&'a [u8], Effect<'a>> = BTreeMap::new();
-        let mut cleared = BTreeSet::new();
-        for overlay in overlays {
-            let Some(writes) = overlay.state(state) else {
-                continue;
+        let epochs: Vec<EpochWrites<'a>> = overlays
+            .iter()
+            .filter_map(|overlay| overlay.state(state))
+            .map(|writes| EpochWrites {
+                writes: (Box::new(writes.writes_between(start, end))
+                    as Box<dyn Iterator<Item = _>>)
+                    .peekable(),
+                cleared: writes.cleared_between(start, end).collect(),
+            })
+            .collect();
+        let cleared = epochs
+            .iter()
+            .flat_map(|e| e.cleared.iter().copied())
+            .collect();
+        Self {
+            kind,
+            epochs,
+            peeked: None,
+            cleared,
+        }
+    }
+
+    /// The next row any epoch wrote and what the epochs did to it, all of
+    /// them together, oldest first.
+    fn merge_next(&mut self) -> Result<Option<(&'a [u8], Effect<'a>)>> {
+        loop {
+            let Some(row) = self
+                .epochs
+                .iter_mut()
+                .filter_map(|epoch| epoch.writes.peek().map(|&(row, _)| row))
+                .min()
+            else {
+                return Ok(None);
             };
-            // An overlay's writes all follow its clears (see `StateOverlay`).
-            for prefix in writes.cleared_between(start, end) {
-                effects.retain(|row, _| !row.starts_with(prefix));
-                cleared.insert(prefix);
+            let mut effect = None;
+            for epoch in &mut self.epochs {
+                // An epoch's writes all follow its clears (see `StateOverlay`).
+                if !epoch.cleared.is_empty() && epoch.cleared.contains(map_prefix(row)?) {
+                    effect = None;
+                }
+                if let Some((_, write)) = epoch.writes.next_if(|&(next, _)| next == row) {
+                    effect = Some(then(effect, write));
+                }
             }
-            for (row, write) in writes.writes_between(start, end) {
-                let effect = match (write, effects.remove(row)) {
-                    (Write::Put(value), _) => Effect::Put(Cow::Borrowed(value)),
-                    (Write::Delete, _) => Effect::Delete,
-                    (Write::Append(items), Some(Effect::Put(mut value))) => {
-                        value.to_mut().extend_from_slice(items);
-                        Effect::Put(value)
-                    }
-                    (Write::Append(items), Some(Effect::Delete)) => {
-                        Effect::Put(Cow::Borrowed(items))
-                    }
-                    (Write::Append(items), Some(Effect::Append(mut earlier))) => {
-                        earlier.to_mut().extend_from_slice(items);
-                        Effect::Append(earlier)
-                    }
-                    (Write::Append(items), None) => Effect::Append(Cow::Borrowed(items)),
-                };
-                effects.insert(row, effect);
+            // Rows that a later epoch's clear dropped again are no effect.
+            if let Some(effect) = effect {
+                return Ok(Some((row, effect)));
             }
         }
-        Self {
-            effects: effects.into_iter().peekable(),
-            cleared,
+    }
+
+    /// The row of the next effect, without taking it.
+    fn peek_row(&mut self) -> Result<Option<&'a [u8]>> {
+        if self.peeked.is_none() {
+            self.peeked = self.merge_next()?;
+        }
+        Ok(self.peeked.as_ref().map(|&(row, _)| row))
+    }
+
+    /// The next row and its effect.
+    fn take(&mut self) -> Result<Option<(&'a [u8], Effect<'a>)>> {
+        match self.peeked.take() {
+            Some(next) => Ok(Some(next)),
+            None => self.merge_next(),
         }
     }
 
@@ -195,13 +244,13 @@ impl<'a> PendingWrites<'a> {
         row: &[u8],
         visit_row: &mut VisitRow<'_>,
     ) -> Result<Option<Effect<'a>>> {
-        while let Some((next, _)) = self.effects.peek() {
-            match (*next).cmp(row) {
+        while let Some(next) = self.peek_row()? {
+            match next.cmp(row) {
                 Ordering::Less => {
-                    let (new, effect) = self.effects.next().expect("peeked");
+                    let (new, effect) = self.take()?.expect("peeked");
                     visit_written(new, effect, visit_row)?;
                 }
-                Ordering::Equal => return Ok(self.effects.next().map(|(_, effect)| effect)),
+                Ordering::Equal => return Ok(self.take()?.map(|(_, effect)| effect)),
                 Ordering::Greater => break,
             }
         }
@@ -209,22 +258,44 @@ impl<'a> PendingWrites<'a> {
     }
 
     /// Visits the rows after the last stored one that the epochs wrote.
-    fn rest(self, visit_row: &mut VisitRow<'_>) -> Result<()> {
-        for (row, effect) in self.effects {
+    fn rest(mut self, visit_row: &mut VisitRow<'_>) -> Result<()> {
+        while let Some((row, effect)) = self.take()? {
             visit_written(row, effect, visit_row)?;
         }
         Ok(())
     }
 
     /// Whether a clear of the row's map entries hides the snapshot's `row`.
-    fn hides(&self, kind: StateKind, row: &[u8]) -> Result<bool> {
-        if kind != StateKind::Map || self.cleared.is_empty() {
+    fn hides(&self, row: &[u8]) -> Result<bool> {
+        if self.kind != StateKind::Map || self.cleared.is_empty() {
             return Ok(false);
         }
-        let decoded = decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
-        let prefix = &row[..row.len() - decoded.user_key.len()];
-        Ok(self.cleared.contains(prefix))
+        Ok(self.cleared.contains(map_prefix(row)?))
     }
+}
+
+/// A write applied after the `earlier` effect on its row.
+fn then<'a>(earlier: Option<Effect<'a>>, write: &'a Write) -> Effect<'a> {
+    match (write, earlier) {
+        (Write::Put(value), _) => Effect::Put(Cow::Borrowed(value)),
+        (Write::Delete, _) => Effect::Delete,
+        (Write::Append(items), Some(Effect::Put(mut value))) => {
+            value.to_mut().extend_from_slice(items);
+            Effect::Put(value)
+        }
+        (Write::Append(items), Some(Effect::Delete)) => Effect::Put(Cow::Borrowed(items)),
+        (Write::Append(items), Some(Effect::Append(mut earlier))) => {
+            earlier.to_mut().extend_from_slice(items);
+            Effect::Append(earlier)
+        }
+        (Write::Append(items), None) => Effect::Append(Cow::Borrowed(items)),
+    }
+}
+
+/// The prefix a map's clear names for `row`: the row without its user key.
+fn map_prefix(row: &[u8]) -> Result<&[u8]> {
+    let decoded = decode_row_key(row).ok_or(StateError::Corrupt { what: "row key" })?;
+    Ok(&row[..row.len() - decoded.user_key.len()])
 }
 
 /// Visits a row that no stored row holds: what the epochs wrote to it.
