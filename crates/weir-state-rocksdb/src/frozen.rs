@@ -173,9 +173,7 @@ impl<'a> PendingWrites<'a> {
             .iter()
             .filter_map(|overlay| overlay.state(state))
             .map(|writes| EpochWrites {
-                writes: (Box::new(writes.writes_between(start, end))
-                    as Box<dyn Iterator<Item = _>>)
-                    .peekable(),
+                writes: (Box::new(writes.writes_between(start, end)) as Writes<'a>).peekable(),
                 cleared: writes.cleared_between(start, end).collect(),
             })
             .collect();
