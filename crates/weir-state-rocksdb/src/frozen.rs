@@ -156,8 +156,6 @@ struct PendingWrites<'a> {
     epochs: Vec<EpochWrites<'a>>,
     /// The next merged row, once looked at.
     peeked: Option<(&'a [u8], Effect<'a>)>,
-    /// Map row prefixes whose older entries are gone, in any epoch.
-    cleared: BTreeSet<&'a [u8]>,
 }
 
 impl<'a> PendingWrites<'a> {
@@ -177,15 +175,10 @@ impl<'a> PendingWrites<'a> {
                 cleared: writes.cleared_between(start, end).collect(),
             })
             .collect();
-        let cleared = epochs
-            .iter()
-            .flat_map(|e| e.cleared.iter().copied())
-            .collect();
         Self {
             kind,
             epochs,
             peeked: None,
-            cleared,
         }
     }
 
@@ -263,12 +256,14 @@ impl<'a> PendingWrites<'a> {
         Ok(())
     }
 
-    /// Whether a clear of the row's map entries hides the snapshot's `row`.
+    /// Whether a clear of the row's map entries, in any epoch, hides the
+    /// snapshot's `row`.
     fn hides(&self, row: &[u8]) -> Result<bool> {
-        if self.kind != StateKind::Map || self.cleared.is_empty() {
+        if self.kind != StateKind::Map || self.epochs.iter().all(|e| e.cleared.is_empty()) {
             return Ok(false);
         }
-        Ok(self.cleared.contains(map_prefix(row)?))
+        let prefix = map_prefix(row)?;
+        Ok(self.epochs.iter().any(|e| e.cleared.contains(prefix)))
     }
 }
 
