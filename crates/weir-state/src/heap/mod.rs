@@ -5,7 +5,8 @@
 //! write of an entry in an epoch saves what it held before (each entry and
 //! each user-map entry carries the epoch of its last write, so later writes in
 //! the same epoch log nothing). `discard_from` replays the logs newest first;
-//! `finalize_up_to` drops them. Reads therefore cost a plain hash lookup.
+//! `finalize_up_to` empties them, without visiting a value or list entry's
+//! record (`undo.rs`). Reads therefore cost a plain hash lookup.
 //!
 //! This module does not serialize anything (see `weir-snapshot`) and does not
 //! decode values or enforce TTL.
@@ -37,7 +38,7 @@ use data::{MapValue, StateData, UserMap};
 use frozen::HeapFrozenState;
 use group_load::HeapGroupLoad;
 use table::{Slot, SlotKey, StateTable};
-use undo::{Undo, UndoTarget};
+use undo::{MapUndo, UndoLog, UndoTarget};
 
 /// Keyed state of one subtask, held in memory (see the module docs).
 ///
@@ -55,11 +56,11 @@ pub struct HeapKeyedStateBackend {
     data: Vec<StateData>,
     epochs: EpochLog,
     /// One undo log per pending epoch of `epochs`, in the same order.
-    undo: Vec<Vec<Undo>>,
-    /// An emptied log whose allocation the next epoch reuses: a log of a
+    undo: Vec<UndoLog>,
+    /// An emptied log whose allocations the next epoch reuses: a log of a
     /// large epoch is megabytes, and a fresh one faults in (and the kernel
     /// zeroes) every page of it again, epoch after epoch.
-    spare: Vec<Undo>,
+    spare: UndoLog,
     /// The entries of a bulk load not inserted yet (during one only; boxed:
     /// restores are rare, and the host keeps this backend in an enum beside
     /// RocksDB's boxed one).
@@ -90,7 +91,7 @@ impl HeapKeyedStateBackend {
             data: Vec::new(),
             epochs: EpochLog::new(),
             undo: Vec::new(),
-            spare: Vec::new(),
+            spare: UndoLog::default(),
             bulk: None,
             spare_held: Arc::default(),
         })
@@ -155,14 +156,14 @@ impl HeapKeyedStateBackend {
                 if let Some(slot) = table.remove(group, k)
                     && slot.tag() != Some(epoch)
                 {
-                    log.push(Undo::removed_bytes(state, group, slot));
+                    log.save_removed_bytes(state, group, &slot);
                 }
             }
             StateData::Map(table) => {
                 // User entries carry their own tags, so the whole map is
                 // logged whatever the entry's tag says; it is a move.
                 if let Some(slot) = table.remove(group, k) {
-                    log.push(Undo::removed_map(state, group, slot));
+                    log.save_map(MapUndo::removed(state, group, slot));
                 }
             }
         }
@@ -173,24 +174,23 @@ impl HeapKeyedStateBackend {
     fn discard(&mut self, count: usize) {
         for _ in 0..count {
             let mut log = self.undo.pop().expect("each pending epoch has an undo log");
-            for record in log.drain(..).rev() {
-                record.apply(&mut self.data);
-            }
+            log.apply(&mut self.data);
             keep_spare(&mut self.spare, log);
         }
     }
 }
 
-/// The most undo records a spare log keeps room for (about 30 MB). A larger
-/// log is freed: its epoch wrote that many entries, so allocating the log
-/// was a small part of its cost, and keeping the pages would hold that memory
-/// for as long as the backend lives.
-const SPARE_UNDO_RECORDS: usize = 1 << 18;
+/// The most bytes a spare log keeps allocated (32 MiB). A larger log is
+/// freed: its epoch wrote that many entries, so allocating the log was a
+/// small part of its cost, and keeping the pages would hold that memory for
+/// as long as the backend lives.
+const SPARE_UNDO_BYTES: usize = 32 << 20;
 
-/// Keeps the larger allocation of `log` (emptied) and `spare`, up to
-/// [`SPARE_UNDO_RECORDS`].
-fn keep_spare(spare: &mut Vec<Undo>, mut log: Vec<Undo>) {
-    if log.capacity() > spare.capacity() && log.capacity() <= SPARE_UNDO_RECORDS {
+/// Keeps the larger allocations of `log` (emptied) and `spare`, up to
+/// [`SPARE_UNDO_BYTES`].
+fn keep_spare(spare: &mut UndoLog, mut log: UndoLog) {
+    let allocated = log.allocated();
+    if allocated > spare.allocated() && allocated <= SPARE_UNDO_BYTES {
         log.clear();
         *spare = log;
     }
@@ -201,25 +201,19 @@ fn keep_spare(spare: &mut Vec<Undo>, mut log: Vec<Undo>) {
 fn write_in_epoch(
     slot: &mut Slot<SmallBytes>,
     inserted: bool,
-    (epoch, log): (Epoch, &mut Vec<Undo>),
+    (epoch, log): (Epoch, &mut UndoLog),
     state: StateId,
     group: usize,
 ) {
     if inserted || slot.tag() != Some(epoch) {
-        log.push(Undo::Bytes {
-            target: UndoTarget::of(state, group, slot),
-            old: (!inserted).then(|| (slot.payload.clone(), slot.tag())),
-        });
+        log.save_bytes(state, group, slot, inserted);
     }
     slot.set_tag(Some(epoch));
 }
 
 /// The open epoch and its undo log (a function of two fields, so callers can
 /// borrow the tables beside it).
-fn open_log<'a>(
-    epochs: &EpochLog,
-    undo: &'a mut [Vec<Undo>],
-) -> Result<(Epoch, &'a mut Vec<Undo>)> {
+fn open_log<'a>(epochs: &EpochLog, undo: &'a mut [UndoLog]) -> Result<(Epoch, &'a mut UndoLog)> {
     let epoch = epochs.write_epoch()?;
     let log = undo.last_mut().expect("an open epoch has an undo log");
     Ok((epoch, log))
@@ -331,7 +325,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             (Ok(ValueUpdate::Remove), Some((epoch, log))) if !inserted => {
                 let slot = entry.remove();
                 if slot.tag() != Some(epoch) {
-                    log.push(Undo::removed_bytes(state, group, slot));
+                    log.save_removed_bytes(state, group, &slot);
                 }
             }
             (decision, _) => {
@@ -416,18 +410,20 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         let target = || UndoTarget::of(state, group, slot);
         // A new map is undone whole, which covers its user entries too.
         let record = match slot.payload.get(user_key) {
-            _ if inserted => Some(Undo::Map {
+            _ if inserted => Some(MapUndo::Whole {
                 target: target(),
                 old: None,
             }),
             Some(v) if v.tag == Some(epoch) => None,
-            old => Some(Undo::MapEntry {
+            old => Some(MapUndo::Entry {
                 target: target(),
                 user_key: user_key.into(),
                 old: old.cloned(),
             }),
         };
-        log.extend(record);
+        if let Some(record) = record {
+            log.save_map(record);
+        }
         slot.set_tag(Some(epoch));
         match slot.payload.get_mut(user_key) {
             Some(v) => {
@@ -467,7 +463,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         if let Some((user_key, old)) = slot.payload.remove_entry(user_key)
             && old.tag != Some(epoch)
         {
-            log.push(Undo::MapEntry {
+            log.save_map(MapUndo::Entry {
                 target,
                 user_key,
                 old: Some(old),
@@ -476,7 +472,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         if slot.payload.is_empty()
             && let Some(slot) = table.remove(group, k)
         {
-            log.push(Undo::removed_map(state, group, slot));
+            log.save_map(MapUndo::removed(state, group, slot));
         }
         Ok(())
     }
@@ -626,11 +622,14 @@ mod tests {
 
     #[test]
     fn a_spare_log_keeps_the_larger_allocation_up_to_its_bound() {
-        let mut spare = Vec::new();
-        keep_spare(&mut spare, Vec::with_capacity(10));
-        keep_spare(&mut spare, Vec::with_capacity(4));
-        assert!(spare.capacity() >= 10);
-        keep_spare(&mut spare, Vec::with_capacity(SPARE_UNDO_RECORDS + 1));
-        assert!(spare.capacity() < SPARE_UNDO_RECORDS, "a huge log is freed");
+        let mut spare = UndoLog::default();
+        keep_spare(&mut spare, UndoLog::with_saved_capacity(10));
+        keep_spare(&mut spare, UndoLog::with_saved_capacity(4));
+        assert!(spare.allocated() >= 10);
+        keep_spare(
+            &mut spare,
+            UndoLog::with_saved_capacity(SPARE_UNDO_BYTES + 1),
+        );
+        assert!(spare.allocated() < SPARE_UNDO_BYTES, "a huge log is freed");
     }
 }
