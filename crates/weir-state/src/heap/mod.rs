@@ -59,8 +59,10 @@ pub struct HeapKeyedStateBackend {
     undo: Vec<UndoLog>,
     /// An emptied log whose allocations the next epoch reuses: a log of a
     /// large epoch is megabytes, and a fresh one faults in (and the kernel
-    /// zeroes) every page of it again, epoch after epoch.
-    spare: UndoLog,
+    /// zeroes) every page of it again, epoch after epoch. Boxed, like
+    /// `bulk`: the host keeps this backend in an enum beside RocksDB's boxed
+    /// one.
+    spare: Box<UndoLog>,
     /// The entries of a bulk load not inserted yet (during one only; boxed:
     /// restores are rare, and the host keeps this backend in an enum beside
     /// RocksDB's boxed one).
@@ -91,7 +93,7 @@ impl HeapKeyedStateBackend {
             data: Vec::new(),
             epochs: EpochLog::new(),
             undo: Vec::new(),
-            spare: UndoLog::default(),
+            spare: Box::default(),
             bulk: None,
             spare_held: Arc::default(),
         })
@@ -244,7 +246,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     fn begin_epoch(&mut self, epoch: Epoch, attempt: Attempt) -> Result<()> {
         let decision = self.epochs.begin(epoch, attempt)?;
         self.discard(decision.epochs.len());
-        self.undo.push(std::mem::take(&mut self.spare));
+        self.undo.push(std::mem::take(&mut *self.spare));
         Ok(())
     }
 
