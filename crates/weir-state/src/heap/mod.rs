@@ -158,7 +158,7 @@ impl HeapKeyedStateBackend {
                 if let Some(slot) = table.remove(group, k)
                     && slot.tag() != Some(epoch)
                 {
-                    log.save_removed_bytes(state, group, &slot);
+                    log.save_bytes(state, group, &slot, false);
                 }
             }
             StateData::Map(table) => {
@@ -327,7 +327,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             (Ok(ValueUpdate::Remove), Some((epoch, log))) if !inserted => {
                 let slot = entry.remove();
                 if slot.tag() != Some(epoch) {
-                    log.save_removed_bytes(state, group, &slot);
+                    log.save_bytes(state, group, &slot, false);
                 }
             }
             (decision, _) => {

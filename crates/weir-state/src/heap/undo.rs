@@ -50,8 +50,8 @@ struct BytesUndo {
 
 impl UndoLog {
     /// Logs `slot` of key group index `group` of `state` before a write
-    /// changes it: as absent when the write `inserted` it, else with its
-    /// payload and tag.
+    /// changes or removes it: as absent when the write `inserted` it, else
+    /// with its payload and tag.
     pub(crate) fn save_bytes(
         &mut self,
         state: StateId,
@@ -59,30 +59,9 @@ impl UndoLog {
         slot: &Slot<SmallBytes>,
         inserted: bool,
     ) {
-        let old = (!inserted).then(|| (&slot.payload[..], slot.tag()));
-        self.push_bytes(state, group, slot, old);
-    }
-
-    /// Logs `slot`, just removed from key group index `group` of `state`.
-    pub(crate) fn save_removed_bytes(
-        &mut self,
-        state: StateId,
-        group: usize,
-        slot: &Slot<SmallBytes>,
-    ) {
-        self.push_bytes(state, group, slot, Some((&slot.payload[..], slot.tag())));
-    }
-
-    fn push_bytes(
-        &mut self,
-        state: StateId,
-        group: usize,
-        slot: &Slot<SmallBytes>,
-        old: Option<(&[u8], Option<Epoch>)>,
-    ) {
         let at = self.saved.len();
         let (key, namespace) = (slot.key(), slot.namespace());
-        let payload = old.map_or(&[][..], |(payload, _)| payload);
+        let payload = if inserted { &[][..] } else { &slot.payload[..] };
         self.saved.extend_from_slice(key);
         self.saved.extend_from_slice(namespace);
         self.saved.extend_from_slice(payload);
@@ -94,7 +73,7 @@ impl UndoLog {
             namespace_len: u32::try_from(namespace.len())
                 .expect("slot namespaces are shorter than 4 GiB"),
             payload_len: payload.len(),
-            old: old.map(|(_, tag)| tag),
+            old: (!inserted).then(|| slot.tag()),
         });
     }
 
