@@ -111,6 +111,50 @@ def test_a_failed_process_writes_nothing_more(tmp_path: Path) -> None:
     assert stored(session, FailsOn(bad=0), "count", "a") is None
 
 
+class LastSeen(KeyedProcessFunction):
+    """Gets its value state lazily, at the record ``register_at``; from then on writes each
+    key's latest value without reading it first (odd values) or adds to it (even ones)."""
+
+    def __init__(self, register_at: int) -> None:
+        self.register_at = register_at
+        self.last: Any = None
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.context = runtime_context
+        if self.register_at < 0:
+            self.last = runtime_context.get_state(ValueStateDescriptor("last", Types.LONG()))
+
+    def process_element(self, value: int, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        if self.last is None and value == self.register_at:
+            self.last = self.context.get_state(ValueStateDescriptor("last", Types.LONG()))
+        if self.last is not None:
+            self.last.update(value if value % 2 else (self.last.value() or 0) + value)
+        yield value
+
+
+def test_a_value_state_got_mid_task_keeps_writes_to_keys_met_before(backend: str, tmp_path: Path) -> None:
+    """A function may get its state lazily in process_element; keys the task met before (in
+    this batch and earlier ones) are then written back like any other, read or not."""
+    _operator, session = local_session(tmp_path, backend)
+    session.begin(1, 0, None)
+    runner = OperatorRunner(LastSeen(register_at=3), session, defer_writes=True)
+    runner.open()
+    runner.process([1, 2], ["a", "b"])
+    runner.process([3, 4, 5], ["a", "b", "c"])  # registered at "a"'s 3; "a" and "b" met before
+    runner.process([6, 7], ["a", "d"])
+    runner.snapshot_state(1)
+    runner.close()
+    session.commit(1, 0)
+    reader = LastSeen(register_at=-1)
+    assert {key: stored(session, reader, "last", key) for key in "abcde"} == {
+        "a": 9,
+        "b": 4,
+        "c": 5,
+        "d": 7,
+        "e": None,
+    }
+
+
 def test_check_keys_sees_each_new_key_once_and_a_refusal_fails_the_runner(
     backend: str, tmp_path: Path
 ) -> None:

@@ -98,9 +98,18 @@ class TaskKeys(Batch):
             known.update(group_of)
         return Batch(self.session, new, groups)
 
+    def known(self) -> Batch:
+        """Every key recorded since the last flush, encoded."""
+        keys = list(self.group_of)
+        return Batch(self.session, keys, self._groups(keys))
+
     def rows(self, keys: Iterable[Any]) -> KeyBatch:
         keys = list(keys)
+        return self.session.keys(keys, self._groups(keys))
+
+    def _groups(self, keys: list[Any]) -> list[int] | None:
+        """The key groups given with ``keys``; ``None`` when one was not given: then Weir
+        computes every group."""
         group_of = self.group_of
         groups = [group for key in keys if (group := group_of[key]) is not None]
-        # A key whose group was not given has it computed; then Weir computes every group.
-        return self.session.keys(keys, groups if len(groups) == len(keys) else None)
+        return groups if len(groups) == len(keys) else None

@@ -161,8 +161,15 @@ class OperatorRunner:
                 cls = ImmutableValueState
         state = cls(self.session, state_id, descriptor, self._scope)
         self._keyed[descriptor.name] = (native, state)
+        task_keys = self._task_keys
         if isinstance(state, ValueLikeState):
             self._value_like.append(state)
+            if task_keys is not None and task_keys.group_of:
+                # Deferred writes cache every key the task met, and the cache is what the
+                # write-back compares with: a state registered after some keys (lazily, in
+                # process_element) fetches them now, as one registered in open() did.
+                state.fetch(task_keys, task_keys.known())
+                return state
         else:
             self._other_keyed.append(state)
         batch = self._current_batch
