@@ -155,12 +155,14 @@ class ImmutableValueState(CachedValueState):
     def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor, scope: KeyedContext):
         super().__init__(session, state_id, descriptor, scope)
         self._fetched: list[Any] = []
-        # Deferred writes: the stored value of every cached key (what the cache is compared with).
-        self._stored_values: dict[Any, Any] = {}
+        # Deferred writes: the stored value of every cached key, in the cache's order (keys
+        # only ever join the cache at its end, here and in `_load`, so the two stay aligned):
+        # a list to extend costs a fraction of a second dict as large as the cache.
+        self._stored_values: list[Any] = []
 
     def _load(self) -> Any:
         value = super()._load()
-        self._stored_values[self._scope.key] = value
+        self._stored_values.append(value)
         return value
 
     def fetch(self, task: TaskKeys, new: Batch | None) -> None:
@@ -168,16 +170,16 @@ class ImmutableValueState(CachedValueState):
         if new is not None:
             values = self._session.get_values(self._id, new.key_batch)
             self._cache.update(zip(new.distinct, values, strict=True))
-            self._stored_values.update(zip(new.distinct, values, strict=True))
+            self._stored_values.extend(values)
 
     def flush(self, evict: bool) -> None:
         task, cache, stored = self._batch, self._cache, self._stored_values
         self._dirty = {}
-        keys = [key for key, value in cache.items() if value is not stored[key]]
+        keys = [key for (key, value), old in zip(cache.items(), stored, strict=True) if value is not old]
         if evict:
-            self._cache, self._stored_values, self._batch = {}, {}, None
+            self._cache, self._stored_values, self._batch = {}, [], None
         else:
-            self._stored_values = cache.copy()
+            self._stored_values = list(cache.values())
         if keys and task is not None:
             self._session.put_values(self._id, task.rows(keys), [cache[key] for key in keys])
 
@@ -195,7 +197,7 @@ class ImmutableValueState(CachedValueState):
 
     def end_batch(self, write: bool = True) -> None:
         batch, cache, fetched = self._batch, self._cache, self._fetched
-        self._cache, self._dirty, self._fetched, self._stored_values = {}, {}, [], {}
+        self._cache, self._dirty, self._fetched, self._stored_values = {}, {}, [], []
         KeyedState.end_batch(self)
         if not write or batch is None or not cache:
             return
