@@ -61,10 +61,12 @@ demo: build ## The main job: CountWindowAverage on Spark local mode, a failure, 
 	$(PY) examples/demo.py $(CURDIR)/.demo
 
 .PHONY: bench
-bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark peers, checkpoint benchmarks (ARGS=--quick: small)
+bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark peers, checkpoint benchmarks, an epoch's fixed cost (ARGS=--quick: small)
 	cargo bench -p weir-state -p weir-state-rocksdb
 	$(PY) benchmarks/run.py $(ARGS)
 	$(PY) benchmarks/checkpoints.py $(filter --quick,$(ARGS))
+	$(PY) benchmarks/epoch_overhead.py --function native
+	$(PY) benchmarks/epoch_overhead.py --function per-record
 
 .PHONY: lint
 lint: sys-deps venv $(EXT_STAMP) ## clippy, rustfmt check, the no-pyo3 rule, the binding's share, ruff, mypy and stubtest
