@@ -73,7 +73,8 @@ class OperatorRunner:
             cached across ``process`` calls and write back what changed only in
             ``snapshot_state``, ``close`` and :meth:`flush` (or once the cache
             holds ``DEFERRED_KEYS`` keys): a key's state is fetched once per
-            task, not once per batch. Only for a caller that fails the whole
+            task, not once per batch (a state first got in ``process_element``
+            fetches the keys met before at once). Only for a caller that fails the whole
             task (so the session drops its writes) when a ``process`` call
             raises, as a Spark task does; a runner whose ``process`` raised
             writes nothing more.
