@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,17 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.keyed_average.measure import cpu_use  # noqa: E402
 from benchmarks.keyed_average.spark_env import BASE_CONF, PARALLELISM  # noqa: E402
+from benchmarks.keyed_average.weir_variants.common import typical_epoch  # noqa: E402
 from benchmarks.keyed_average.weir_variants.per_record import CountWindowAverage  # noqa: E402
 from benchmarks.keyed_average.weir_variants.vectorized import KeyedAverageNative  # noqa: E402
-from benchmarks.keyed_average.workload import EVENT_DDL, OUTPUT_DDL, Params, expected_output, generate  # noqa: E402
+from benchmarks.keyed_average.workload import (  # noqa: E402
+    EVENT_DDL,
+    OUTPUT_DDL,
+    Expectation,
+    Params,
+    expected_output,
+    generate,
+)
 
 RESULTS = REPO / "benchmarks" / "results"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -94,7 +102,7 @@ class Run:
     cpu_s: dict[str, float]
     jvm_threads_s: dict[str, float]
     correct: bool
-    waterfall: str = field(default="")
+    waterfall: str = ""
 
 
 def per_epoch(small: Run, large: Run) -> dict[str, Any]:
@@ -123,12 +131,14 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.small < args.large <= args.files:
         parser.error("give 1 <= --small < --large <= --files")
+    if -(-args.files // args.small) == -(-args.files // args.large):
+        parser.error("--small and --large give as many epochs: make --small smaller")
 
     # Spark's Python workers run this interpreter and find the benchmark's functions.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     params = Params(n=args.n, files=args.files)
-    expected = expected_output(params).count
+    expected = expected_output(params)
     with tempfile.TemporaryDirectory(prefix="weir-epoch-overhead-") as scratch:
         work = Path(scratch)
         events = generate(params, work / "data")
@@ -137,7 +147,7 @@ def main() -> None:
             jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
 
             def job(files: int, tag: str) -> Run:
-                return _run_job(spark, jvm, work, events, files, tag, args.function, expected)
+                return _run_job(spark, jvm, work, events, files, tag, args.function, params.w, expected)
 
             for r in range(args.warm):
                 job(args.small, f"warm-small-{r}")
@@ -146,7 +156,7 @@ def main() -> None:
             for r in range(args.rounds):
                 small, large = job(args.small, f"small-{r}"), job(args.large, f"large-{r}")
                 rounds.append(
-                    {"small": small.__dict__, "large": large.__dict__, "per_epoch": per_epoch(small, large)}
+                    {"small": asdict(small), "large": asdict(large), "per_epoch": per_epoch(small, large)}
                 )
                 _print_round(r, small, large, rounds[-1]["per_epoch"])
         finally:
@@ -173,7 +183,15 @@ def _session(work: Path) -> Any:
 
 
 def _run_job(
-    spark: Any, jvm: int, work: Path, events: Path, files: int, tag: str, function: str, expected: int
+    spark: Any,
+    jvm: int,
+    work: Path,
+    events: Path,
+    files: int,
+    tag: str,
+    function: str,
+    window: int,
+    expected: Expectation,
 ) -> Run:
     import pyarrow.parquet as pq
 
@@ -193,7 +211,7 @@ def _run_job(
     make: Callable[[int], Any] = KeyedAverageNative if function == "native" else CountWindowAverage
     source = sources.parquet_files(str(events), schema=EVENT_DDL, max_files_per_epoch=files)
     keyed = job.from_source(source, uid="events").key_by("key")
-    keyed.process(make(10), output_schema=OUTPUT_DDL, uid="avg").sink_to(
+    keyed.process(make(window), output_schema=OUTPUT_DDL, uid="avg").sink_to(
         sinks.parquet_files(str(output)), uid="out"
     )
     threads_before = jvm_threads_cpu(jvm)
@@ -202,18 +220,16 @@ def _run_job(
         result = job.execute()
         wall = time.perf_counter() - start
     threads = {group: s - threads_before.get(group, 0.0) for group, s in jvm_threads_cpu(jvm).items()}
-    count = pq.read_table(output).num_rows
+    averages = pq.read_table(output).column("avg").to_pylist()
     shutil.rmtree(output, ignore_errors=True)
-    timed = [w for w in result.waterfalls if w.tasks]
-    median = sorted(timed, key=lambda w: sum(w.driver.values()))[len(timed) // 2].render() if timed else ""
     return Run(
         files_per_epoch=files,
         epochs=result.epochs,
         wall_s=wall,
         cpu_s=dict(cpu.seconds),
-        jvm_threads_s=dict(threads),
-        correct=count == expected,
-        waterfall=median,
+        jvm_threads_s=threads,
+        correct=(len(averages), sum(averages)) == (expected.count, expected.checksum),
+        waterfall=typical_epoch(result).get("waterfall_text", ""),
     )
 
 
