@@ -131,6 +131,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.small < args.large <= args.files:
         parser.error("give 1 <= --small < --large <= --files")
+    if args.rounds < 1:
+        parser.error("give at least one timed round")
     if -(-args.files // args.small) == -(-args.files // args.large):
         parser.error("--small and --large give as many epochs: make --small smaller")
 
@@ -163,6 +165,8 @@ def main() -> None:
             spark.stop()
     summary = _median(rounds)
     _print_summary(summary, args)
+    if not all(r[size]["correct"] for r in rounds for size in ("small", "large")):
+        print("some runs' output was wrong (count or checksum): see the rounds above")
     path = RESULTS / f"epoch-overhead-{args.function}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
