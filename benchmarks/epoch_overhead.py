@@ -42,8 +42,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.keyed_average.measure import cpu_use  # noqa: E402
-from benchmarks.keyed_average.spark_env import BASE_CONF, PARALLELISM  # noqa: E402
+from benchmarks.keyed_average.measure import cpu_ticks, cpu_use  # noqa: E402
+from benchmarks.keyed_average.spark_env import PARALLELISM, build_session  # noqa: E402
 from benchmarks.keyed_average.weir_variants.common import typical_epoch  # noqa: E402
 from benchmarks.keyed_average.weir_variants.per_record import CountWindowAverage  # noqa: E402
 from benchmarks.keyed_average.weir_variants.vectorized import KeyedAverageNative  # noqa: E402
@@ -81,14 +81,14 @@ def jvm_threads_cpu(pid: int) -> dict[str, float]:
     """Core-seconds each thread group of JVM ``pid`` used so far (threads alive now)."""
     used: dict[str, float] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
+        thread = f"{pid}/task/{tid}"
         try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            name = Path(f"/proc/{thread}/comm").read_text().rstrip("\n")
         except OSError:
             continue  # the thread ended
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        group = thread_group(name)
-        used[group] = used.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        if (ticks := cpu_ticks(thread)) is not None:
+            group = thread_group(name)
+            used[group] = used.get(group, 0.0) + ticks / CLOCK_TICKS
     return used
 
 
@@ -144,9 +144,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="weir-epoch-overhead-") as scratch:
         work = Path(scratch)
         events = generate(params, work / "data")
-        spark = _session(work)
+        spark = build_session("epoch-overhead", {}, work)
         try:
-            jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+            jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
 
             def job(files: int, tag: str) -> Run:
                 return _run_job(spark, jvm, work, events, files, tag, args.function, params.w, expected)
@@ -173,17 +173,6 @@ def main() -> None:
         json.dumps({"args": vars(args), "rounds": rounds, "per_epoch_median": summary}, indent=2) + "\n"
     )
     print(f"wrote {path.relative_to(REPO)}")
-
-
-def _session(work: Path) -> Any:
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master(f"local[{PARALLELISM}]").appName("weir-epoch-overhead")
-    for key, value in {**BASE_CONF, "spark.local.dir": str(work / "spark-local")}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
 
 
 def _run_job(

@@ -69,8 +69,9 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _cpu_ticks(pid: int) -> int | None:
-    """User plus system clock ticks ``pid`` has used so far."""
+def cpu_ticks(pid: int | str) -> int | None:
+    """User plus system clock ticks ``pid`` (or a thread, ``"<pid>/task/<tid>"``) has used
+    so far; ``None`` once it is gone."""
     fields = _stat_fields(pid)
     return None if fields is None else int(fields[11]) + int(fields[12])
 
@@ -113,14 +114,14 @@ def cpu_use(interval_s: float = 0.1) -> Iterator[CpuUse]:
     sample; processes present at the start count from there, later ones from zero.
     """
     root = os.getpid()
-    start = {pid: ticks for pid in _descendants(root) if (ticks := _cpu_ticks(pid)) is not None}
+    start = {pid: ticks for pid in _descendants(root) if (ticks := cpu_ticks(pid)) is not None}
     last: dict[int, int] = dict(start)
     roles = {pid: _role(pid, root) for pid in start}
     done = threading.Event()
 
     def sample() -> None:
         for pid in _descendants(root):
-            ticks = _cpu_ticks(pid)
+            ticks = cpu_ticks(pid)
             if ticks is not None:
                 last[pid] = ticks
                 if pid not in roles:
