@@ -32,14 +32,28 @@ $(VENV)/.installed: ci/requirements-dev.txt
 .PHONY: venv
 venv: $(VENV)/.installed ## Create .venv with the pinned Python dependencies
 
-$(EXT_STAMP): $(VENV)/.installed $(RUST_SOURCES) pyproject.toml
+# The state host's native binary goes into the package (python/weir/bin):
+# tasks start it instead of the Python launcher, which takes ten times as
+# long to accept connections. Built from the same sources as the extension
+# it must speak the same protocol as.
+HOST_BIN := python/weir/bin/weir-host
+
+$(HOST_BIN): $(RUST_SOURCES)
+	cargo build --release --locked --quiet -p weir-host --bin weir-host
+	install -D -m 755 $(CARGO_TARGET_DIR)/release/weir-host $@
+
+$(EXT_STAMP): $(VENV)/.installed $(RUST_SOURCES) pyproject.toml $(HOST_BIN)
 	VIRTUAL_ENV=$(VENV) $(VENV)/bin/maturin develop --release --quiet
 	touch $@
 
 # The extension carries the `weir` and `weir-host` commands too (console
 # scripts in .venv/bin), so the demo and the Python tests build nothing else.
 .PHONY: build
-build: sys-deps venv $(EXT_STAMP) ## Install the extension and the weir and weir-host commands into .venv
+build: sys-deps venv $(EXT_STAMP) ## Install the extension, the native state host and the weir and weir-host commands into .venv
+
+.PHONY: wheel
+wheel: build ## Build the wheel (extension, native state host, Python package) into $CARGO_TARGET_DIR/wheels
+	$(VENV)/bin/maturin build --release --quiet
 
 .PHONY: test-rust
 test-rust: sys-deps venv ## Rust unit, property and integration tests (S3 tests use moto from .venv)

@@ -61,8 +61,9 @@ class Host:
         key_type: pa.DataType,
         listen: str | None = None,
         tls: TlsFiles | None = None,
+        binary: Path | None = None,
     ) -> None:
-        self.binary = host_binary()
+        self.binary = binary or host_binary()
         self.directory = directory
         self.backend = backend
         self.key_types: list[ValueType] = [value_type(key_type)]
@@ -273,6 +274,25 @@ def test_the_driver_controls_a_host_by_address(host_dir: str) -> None:
     assert not (Path(host_dir) / "host.sock").exists()
     assert not (Path(host_dir) / "address").exists()
     Host.started[host_dir].clear()
+
+
+def test_tasks_start_the_packages_native_host(host_dir: str) -> None:
+    # `make build` puts the native binary in the package, and tasks start it rather than the
+    # launcher (which the tests above start): the same server, without an interpreter first.
+    assert weir.host.command() == str(weir.host.NATIVE_HOST), "no native weir-host in the package: make build"
+    host = Host(host_dir, "heap", pa.int64(), binary=weir.host.NATIVE_HOST)
+    run_count(host.session(None), 1, [(1, 2), (1, 3)])
+    assert count_of(host.session(1), 2, 1) == 5
+    pid = weir.host.status(str(Path(host_dir) / "host.sock"), host.token)["pid"]
+    assert Path(f"/proc/{pid}/exe").resolve() == weir.host.NATIVE_HOST.resolve()
+
+
+def test_without_a_native_host_tasks_start_the_launcher(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A package built without `make` (pip install from source) has no native binary.
+    monkeypatch.setattr(weir.host, "NATIVE_HOST", tmp_path / "bin" / "weir-host")
+    assert weir.host.command() == str(host_binary())
 
 
 def _exits(pid: int, limit_s: float = 30.0) -> bool:
