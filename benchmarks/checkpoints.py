@@ -67,6 +67,8 @@ class Target:
 
 #: Full uploads with zstd (the default ``snapshot_compression``), ``"lz4"`` and ``"none"``.
 UPLOADS = ("async_upload", "async_upload_lz4", "async_upload_none")
+#: The restores of each compression's last upload, in the same order.
+RESTORES = ("restore", "restore_lz4", "restore_none")
 
 TARGETS = [
     Target("sync_pause", "pause_p99", "< 5 ms", lambda v: v < 5.0, lambda k: k == PAUSE_KEYS),
@@ -85,7 +87,10 @@ TARGETS = [
     Target(
         "incremental", "restore_vs_disk_read", ">= 0.50", lambda v: v >= 0.50, lambda k: k >= RATE_MIN_KEYS
     ),
-    Target("restore", "restore_vs_disk_read", ">= 0.50", lambda v: v >= 0.50, lambda k: k >= RATE_MIN_KEYS),
+    *(
+        Target(restore, "restore_vs_disk_read", ">= 0.50", lambda v: v >= 0.50, lambda k: k >= RATE_MIN_KEYS)
+        for restore in RESTORES
+    ),
 ]
 
 #: Raw metrics worth a row in the printed table (all records go to the JSON file).
@@ -97,6 +102,7 @@ SHOWN = {
         for upload in UPLOADS
     },
     "incremental": [
+        "load_epochs",
         "first_sync",
         "first_bytes",
         "first_duration",
@@ -111,7 +117,10 @@ SHOWN = {
         "restore_rate",
         "restore_vs_disk_read",
     ],
-    "restore": ["restore_p50", "snapshot_bytes", "restore_rate", "restore_vs_disk_read"],
+    **{
+        restore: ["restore_p50", "snapshot_bytes", "restore_rate", "restore_vs_disk_read"]
+        for restore in RESTORES
+    },
     "rescale": ["restore_2_to_2_ms", "restore_2_to_3_ms", "rescale_vs_plain"],
     "disk": ["write_bw", "read_bw"],
 }
@@ -185,7 +194,7 @@ def derive(records: list[Record], disk: DiskBandwidth) -> list[Record]:
     pairs = [
         *((upload, "upload_rate", "upload_vs_disk_write", disk.write_mb_s) for upload in UPLOADS),
         ("incremental", "first_upload_rate", "first_upload_vs_disk_write", disk.write_mb_s),
-        ("restore", "restore_rate", "restore_vs_disk_read", disk.read_mb_s),
+        *((restore, "restore_rate", "restore_vs_disk_read", disk.read_mb_s) for restore in RESTORES),
         ("incremental", "restore_rate", "restore_vs_disk_read", disk.read_mb_s),
     ]
     for r in records:

@@ -2,8 +2,8 @@
 //! the synchronous pause (finalize the cut epoch + `snapshot_sync`, what the
 //! task waits for), the asynchronous upload of a full key-group-indexed
 //! snapshot (zstd, the default, `snapshot_compression` `lz4` and `none`,
-//! taking turns), and the restore of the last zstd one into a fresh
-//! operator.
+//! taking turns), and the restore of the last one of each compression into
+//! a fresh operator.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ pub struct Rounds {
     /// How many of those are uploaded with each compression (zstd, the
     /// default, LZ4 and none, taking turns).
     pub uploads: u64,
-    /// Restores of the last upload.
+    /// Restores of each compression's last upload.
     pub restores: u32,
 }
 
@@ -89,7 +89,6 @@ pub fn run(
         Uploads::new(Compression::Lz4),
         Uploads::new(Compression::None),
     ];
-    let mut last = None;
     for round in 1..=rounds.snapshots {
         workload::epoch(
             &mut subtask,
@@ -120,10 +119,7 @@ pub fn run(
         series.durations.push(upload.metrics.async_duration);
         series.bytes = upload.metrics.uploaded_size;
         series.entries = upload.metrics.entries.unwrap_or(0);
-        if series.compression != Compression::default() {
-            // Measured only; the restores below read the default format.
-            runtime.block_on(checkpoints.discard(id))?;
-        } else if let Some((previous, _)) = last.replace((id, upload.meta)) {
+        if let Some((previous, _)) = series.last.replace((id, upload.meta)) {
             // Only the newest upload is restored; the others just take disk.
             runtime.block_on(checkpoints.discard(previous))?;
         }
@@ -166,59 +162,69 @@ pub fn run(
     }
     drop(subtask);
 
-    let Some((id, meta)) = last else {
-        return Ok(());
-    };
-    let url = runtime.block_on(storage::complete(
-        &checkpoints,
-        id,
-        &uid,
-        max,
-        Epoch(id.0 + 1),
-        vec![meta],
-    ))?;
-    let mut times = Vec::new();
-    for attempt in 0..rounds.restores {
-        storage::evict(&checkpoints_dir)?;
-        let restore_work = dir.join(format!("restore-{name}-{n}-{attempt}"));
-        let started = Instant::now();
-        let mut operator = LocalOperator::restore(
-            &url,
-            uid.clone(),
-            1,
+    for series in &mut uploads {
+        let Some((id, meta)) = series.last.take() else {
+            continue;
+        };
+        let url = runtime.block_on(storage::complete(
+            &checkpoints,
+            id,
+            &uid,
             max,
-            backend.clone(),
-            &restore_work,
-            false,
-        )?;
-        times.push(started.elapsed());
-        let restored = operator.subtask_mut(0)?;
-        let sample = workload::sample(keys.len(), VERIFIED_KEYS, |_| true);
-        workload::verify(restored, state, keys, &sample, |i| {
-            workload::last_writer(i, EVERY, id.0)
-        })?;
-        drop(operator);
-        std::fs::remove_dir_all(&restore_work).map_err(io("remove", &restore_work))?;
+            Epoch(id.0 + 1),
+            vec![meta],
+        ))?;
+        let mut times = Vec::new();
+        for attempt in 0..rounds.restores {
+            storage::evict(&checkpoints_dir)?;
+            let restore_work = dir.join(format!("restore-{name}-{n}-{attempt}"));
+            let started = Instant::now();
+            let mut operator = LocalOperator::restore(
+                &url,
+                uid.clone(),
+                1,
+                max,
+                backend.clone(),
+                &restore_work,
+                false,
+            )?;
+            times.push(started.elapsed());
+            let restored = operator.subtask_mut(0)?;
+            let sample = workload::sample(keys.len(), VERIFIED_KEYS, |_| true);
+            workload::verify(restored, state, keys, &sample, |i| {
+                workload::last_writer(i, EVERY, id.0)
+            })?;
+            drop(operator);
+            std::fs::remove_dir_all(&restore_work).map_err(io("remove", &restore_work))?;
+        }
+        let benchmark = series.benchmark("restore");
+        report_restore(out, benchmark, name, n, series.bytes, &times);
     }
-    report_restore(out, name, n, uploads[0].bytes, &times);
     std::fs::remove_dir_all(&checkpoints_dir).map_err(io("remove", &checkpoints_dir))?;
     Ok(())
 }
 
 /// Restore time (median) and the rate at which it consumed snapshot bytes.
-fn report_restore(out: &mut Records, name: &'static str, n: u64, bytes: u64, times: &[Duration]) {
+fn report_restore(
+    out: &mut Records,
+    benchmark: &'static str,
+    name: &'static str,
+    n: u64,
+    bytes: u64,
+    times: &[Duration],
+) {
     let median = percentile(times, 0.5);
-    out.add("restore", name, n, "restore_p50", ms(median), "ms");
-    out.add("restore", name, n, "snapshot_bytes", bytes as f64, "bytes");
+    out.add(benchmark, name, n, "restore_p50", ms(median), "ms");
+    out.add(benchmark, name, n, "snapshot_bytes", bytes as f64, "bytes");
     out.add(
-        "restore",
+        benchmark,
         name,
         n,
         "restore_rate",
         mib_s(bytes, median),
         "MiB/s",
     );
-    out.add("restore", name, n, "restores", times.len() as f64, "count");
+    out.add(benchmark, name, n, "restores", times.len() as f64, "count");
 }
 
 /// The uploads of one compression and what they measured.
@@ -227,6 +233,8 @@ struct Uploads {
     durations: Vec<Duration>,
     bytes: u64,
     entries: u64,
+    /// The newest upload, restored at the end.
+    last: Option<(CheckpointId, weir_checkpoint::SubtaskStateMeta)>,
 }
 
 impl Uploads {
@@ -236,6 +244,19 @@ impl Uploads {
             durations: Vec::new(),
             bytes: 0,
             entries: 0,
+            last: None,
+        }
+    }
+
+    /// The name of its records of `kind` (`async_upload`, `restore`):
+    /// `kind` itself for zstd (the default), `kind_<compression>` otherwise.
+    fn benchmark(&self, kind: &'static str) -> &'static str {
+        match (kind, self.compression) {
+            (_, Compression::Zstd) => kind,
+            ("restore", Compression::Lz4) => "restore_lz4",
+            ("restore", Compression::None) => "restore_none",
+            (_, Compression::Lz4) => "async_upload_lz4",
+            (_, Compression::None) => "async_upload_none",
         }
     }
 
@@ -245,11 +266,7 @@ impl Uploads {
         if self.durations.is_empty() {
             return;
         }
-        let benchmark = match self.compression {
-            Compression::Zstd => "async_upload",
-            Compression::Lz4 => "async_upload_lz4",
-            Compression::None => "async_upload_none",
-        };
+        let benchmark = self.benchmark("async_upload");
         let median = percentile(&self.durations, 0.5);
         let uploads = self.durations.len() as f64;
         out.add(benchmark, backend, n, "duration_p50", ms(median), "ms");
