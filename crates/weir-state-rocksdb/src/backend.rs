@@ -405,7 +405,8 @@ impl RocksDbKeyedStateBackend {
     /// The overlay of `id` in the epoch that writes go to.
     fn overlay_mut(&mut self, id: StateId) -> Result<&mut StateOverlay, StateError> {
         let epoch = self.epochs.write_epoch()?;
-        Ok(self.overlays.entry(epoch).or_default().state_mut(id))
+        let kind = self.states.get(id, Access::Any)?.kind;
+        Ok(self.overlays.entry(epoch).or_default().state_mut(id, kind))
     }
 
     /// Reads one row through the overlays and the database. `map_prefix` is

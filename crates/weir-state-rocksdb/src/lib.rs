@@ -41,6 +41,7 @@ mod database;
 mod error;
 mod fold;
 mod frozen;
+mod hashed_rows;
 mod key;
 mod options;
 mod overlay;

@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use weir_state::{SmallBytes, StateId};
+use weir_types::StateKind;
+
+use crate::hashed_rows::HashedRows;
 
 /// The last write of an epoch to one row key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,25 +30,67 @@ pub(crate) enum Write {
 /// Invariant: every write in `writes` happened after any clear of a prefix in
 /// `cleared` that covers it (clearing a prefix drops the writes under it), so
 /// a write answers a read before the clears do.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct StateOverlay {
-    /// Rows and values are inline when short, so an epoch's writes cost
-    /// about one allocation per B-tree node, not two per row, to make and
-    /// to free (once the epoch is folded: small epochs on the task's
-    /// thread, large ones on the fold thread).
-    writes: BTreeMap<SmallBytes, Write>,
+    writes: Rows,
     cleared: BTreeSet<Vec<u8>>,
 }
 
+/// Rows and values are inline when short, so an epoch's writes cost about
+/// one allocation per B-tree node or vector growth, not two per row, to
+/// make and to free (once the epoch is folded: small epochs on the task's
+/// thread, large ones on the fold thread).
+#[derive(Debug, Clone)]
+enum Rows {
+    /// Value and list states: rows found by hash (see `hashed_rows.rs`).
+    Hashed(HashedRows),
+    /// Map states: reads and clears of a key's map work on row prefixes.
+    Ordered(BTreeMap<SmallBytes, Write>),
+}
+
 impl StateOverlay {
+    /// The writes of an epoch to a state of `kind`.
+    pub fn new(kind: StateKind) -> Self {
+        let writes = match kind {
+            StateKind::Map => Rows::Ordered(BTreeMap::new()),
+            _ => Rows::Hashed(HashedRows::default()),
+        };
+        Self {
+            writes,
+            cleared: BTreeSet::new(),
+        }
+    }
+
     /// The write to `row`, if this epoch wrote it.
     pub fn get(&self, row: &[u8]) -> Option<&Write> {
-        self.writes.get(row)
+        match &self.writes {
+            Rows::Hashed(rows) => rows.get(row),
+            Rows::Ordered(rows) => rows.get(row),
+        }
+    }
+
+    fn get_mut(&mut self, row: &[u8]) -> Option<&mut Write> {
+        match &mut self.writes {
+            Rows::Hashed(rows) => rows.get_mut(row),
+            Rows::Ordered(rows) => rows.get_mut(row),
+        }
+    }
+
+    fn insert(&mut self, row: &[u8], write: Write) {
+        match &mut self.writes {
+            Rows::Hashed(rows) => rows.insert(row, write),
+            Rows::Ordered(rows) => {
+                rows.insert(row.into(), write);
+            }
+        }
     }
 
     /// How many rows this epoch wrote.
     pub fn rows(&self) -> usize {
-        self.writes.len()
+        match &self.writes {
+            Rows::Hashed(rows) => rows.len(),
+            Rows::Ordered(rows) => rows.len(),
+        }
     }
 
     /// Whether this epoch cleared every map entry under `prefix`.
@@ -55,54 +100,60 @@ impl StateOverlay {
 
     /// Sets `row` to `value`.
     pub fn put(&mut self, row: &[u8], value: &[u8]) {
-        self.writes
-            .insert(row.into(), Write::Put(SmallBytes::from_slice(value)));
+        self.insert(row, Write::Put(SmallBytes::from_slice(value)));
     }
 
     /// Removes `row`.
     pub fn delete(&mut self, row: &[u8]) {
-        self.writes.insert(row.into(), Write::Delete);
+        self.insert(row, Write::Delete);
     }
 
     /// Appends list `items` (a list payload) to `row`.
     pub fn append(&mut self, row: &[u8], items: &[u8]) {
-        match self.writes.get_mut(row) {
-            None => {
-                self.writes
-                    .insert(row.into(), Write::Append(SmallBytes::from_slice(items)));
-            }
+        match self.get_mut(row) {
+            None => self.insert(row, Write::Append(SmallBytes::from_slice(items))),
             Some(Write::Put(existing) | Write::Append(existing)) => existing.extend(items),
             Some(write @ Write::Delete) => *write = Write::Put(SmallBytes::from_slice(items)),
         }
     }
 
     /// Removes every map entry under `prefix` (a map's row key for one key
-    /// and namespace), in this epoch and below.
+    /// and namespace), in this epoch and below. Map states only.
     pub fn clear_prefix(&mut self, prefix: &[u8]) {
-        let doomed: Vec<Vec<u8>> = self
-            .writes_under(prefix)
-            .map(|(row, _)| row.to_vec())
+        let Rows::Ordered(rows) = &mut self.writes else {
+            unreachable!("only map states clear row prefixes");
+        };
+        let doomed: Vec<SmallBytes> = rows
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(row, _)| row.starts_with(prefix))
+            .map(|(row, _)| row.clone())
             .collect();
         for row in doomed {
-            self.writes.remove(row.as_slice());
+            rows.remove(&row);
         }
         self.cleared.insert(prefix.to_vec());
     }
 
     /// This epoch's writes to rows starting with `prefix`, in key order.
+    /// Map states only.
     pub fn writes_under<'a>(
         &'a self,
         prefix: &'a [u8],
     ) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
-        self.writes
-            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+        let Rows::Ordered(rows) = &self.writes else {
+            unreachable!("only map states read row prefixes");
+        };
+        rows.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(row, _)| row.starts_with(prefix))
             .map(|(row, write)| (&row[..], write))
     }
 
     /// Every write, in key order.
-    pub fn writes(&self) -> impl Iterator<Item = (&[u8], &Write)> {
-        self.writes.iter().map(|(row, write)| (&row[..], write))
+    pub fn writes(&self) -> Box<dyn Iterator<Item = (&[u8], &Write)> + '_> {
+        match &self.writes {
+            Rows::Hashed(rows) => Box::new(rows.in_order()),
+            Rows::Ordered(rows) => Box::new(rows.iter().map(|(row, write)| (&row[..], write))),
+        }
     }
 
     /// Every cleared prefix.
@@ -115,10 +166,14 @@ impl StateOverlay {
         &'a self,
         start: &'a [u8],
         end: &'a [u8],
-    ) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
-        self.writes
-            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-            .map(|(row, write)| (&row[..], write))
+    ) -> Box<dyn Iterator<Item = (&'a [u8], &'a Write)> + 'a> {
+        match &self.writes {
+            Rows::Hashed(rows) => Box::new(rows.between(start, end)),
+            Rows::Ordered(rows) => Box::new(
+                rows.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+                    .map(|(row, write)| (&row[..], write)),
+            ),
+        }
     }
 
     /// The cleared prefixes in `[start, end)`.
@@ -145,9 +200,11 @@ impl Overlay {
         self.states.get(&state)
     }
 
-    /// The writes to `state`, created on first use.
-    pub fn state_mut(&mut self, state: StateId) -> &mut StateOverlay {
-        self.states.entry(state).or_default()
+    /// The writes to `state`, a state of `kind`, created on first use.
+    pub fn state_mut(&mut self, state: StateId, kind: StateKind) -> &mut StateOverlay {
+        self.states
+            .entry(state)
+            .or_insert_with(|| StateOverlay::new(kind))
     }
 
     /// Every state this overlay wrote.
@@ -167,7 +224,7 @@ mod tests {
 
     #[test]
     fn append_folds_into_put_delete_and_earlier_appends() {
-        let mut o = StateOverlay::default();
+        let mut o = StateOverlay::new(StateKind::List);
         let bytes = SmallBytes::from_slice;
         o.append(b"a", b"1");
         o.append(b"a", b"2");
@@ -182,7 +239,7 @@ mod tests {
 
     #[test]
     fn clear_prefix_drops_earlier_writes_but_not_later_ones() {
-        let mut o = StateOverlay::default();
+        let mut o = StateOverlay::new(StateKind::Map);
         o.put(b"pu1", b"1");
         o.put(b"q", b"keep");
         o.clear_prefix(b"p");
