@@ -101,16 +101,17 @@ impl HashedRows {
         end: &'a [u8],
     ) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
         let sorted = self.sorted();
-        let range = self.range(sorted, start, end);
-        sorted[range].iter().map(|&i| {
-            let (row, write) = &self.rows[i as usize];
-            (&row[..], write)
-        })
+        self.at(&sorted[self.range(sorted, start, end)])
     }
 
     /// Every write, in row order.
     pub fn in_order(&self) -> impl Iterator<Item = (&[u8], &Write)> {
-        self.sorted().iter().map(|&i| {
+        self.at(self.sorted())
+    }
+
+    /// The writes at `positions` (indexes into `rows`), in that order.
+    fn at<'a>(&'a self, positions: &'a [u32]) -> impl Iterator<Item = (&'a [u8], &'a Write)> + 'a {
+        positions.iter().map(|&i| {
             let (row, write) = &self.rows[i as usize];
             (&row[..], write)
         })
