@@ -1,17 +1,20 @@
 """Probe: what one epoch costs beyond its records, on Spark.
 
-Every epoch of a Weir job is a Spark job: planned by the driver, scheduled,
-two stages (scan and shuffle write, then the stateful step), tasks that
-attach to their state and commit. This probe runs the keyed-average job (the
-native vectorized function by default, ``--function per-record`` for the
-per-record heap one) over the same events in one ``local[2]`` session, in
-turns: in many small epochs (``--small`` files each) and in few large ones
-(``--large`` files each), checkpointing every second. The difference divided
-by the difference in epochs is what an epoch costs whatever its size: wall
-time, CPU by role (driver, JVM, Python workers, state host) and, inside the
-JVM, by thread group (the JIT compilers, the task threads, the gateway
-threads that build each epoch's query for the Python driver, the scheduler
-and listeners, the garbage collector).
+A Spark job runs one epoch of a Weir job, or several in a row where their
+input waits (``StreamJob(epochs_per_job=...)``): planned by the driver,
+scheduled, two stages (scan and shuffle write, then the stateful step), tasks
+that attach to their state, run each epoch and commit it. This probe runs the
+keyed-average job (the native vectorized function by default, ``--function
+per-record`` for the per-record heap one) over the same events in one
+``local[2]`` session, in turns: in many small epochs (``--small`` files each)
+and in few large ones (``--large`` files each), checkpointing every second,
+once with each ``--epochs-per-job`` setting (1: a Spark job per epoch, and the
+default of ``StreamJob``). The difference divided by the difference in epochs
+is what an epoch costs whatever its size: wall time, CPU by role (driver,
+JVM, Python workers, state host) and, inside the JVM, by thread group (the
+JIT compilers, the task threads, the gateway threads that build each job's
+query for the Python driver, the scheduler and listeners, the garbage
+collector).
 
 The session runs ``--warm`` untimed rounds first; each later round gives one
 estimate, and the median is reported (the JVM's compilers keep working for
@@ -21,6 +24,7 @@ Not a test: numbers are printed, never asserted; the JSON goes to
 
     .venv/bin/python benchmarks/epoch_overhead.py [--function native|per-record]
         [--n 2000000] [--files 20] [--small 1] [--large 10] [--warm 2] [--rounds 3]
+        [--epochs-per-job 1,4]
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from benchmarks.keyed_average.workload import (  # noqa: E402
     expected_output,
     generate,
 )
+from weir.spark.api import DEFAULT_EPOCHS_PER_JOB  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -97,6 +102,7 @@ class Run:
     """One job over all the events."""
 
     files_per_epoch: int
+    epochs_per_job: int
     epochs: int
     wall_s: float
     cpu_s: dict[str, float]
@@ -128,7 +134,15 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=10, help="files per epoch of the few-epochs runs")
     parser.add_argument("--warm", type=int, default=2, help="untimed rounds first")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (median reported)")
+    parser.add_argument(
+        "--epochs-per-job",
+        default=f"1,{DEFAULT_EPOCHS_PER_JOB}",
+        help="the StreamJob setting of each series, comma-separated (default: 1 and StreamJob's default)",
+    )
     args = parser.parse_args()
+    settings = [int(v) for v in args.epochs_per_job.split(",")]
+    if not settings or min(settings) < 1:
+        parser.error("give settings of at least 1 in --epochs-per-job")
     if not 1 <= args.small < args.large <= args.files:
         parser.error("give 1 <= --small < --large <= --files")
     if args.rounds < 1:
@@ -148,30 +162,38 @@ def main() -> None:
         try:
             jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
 
-            def job(files: int, tag: str) -> Run:
-                return _run_job(spark, jvm, work, events, files, tag, args.function, params.w, expected)
+            def job(files: int, per_job: int, tag: str) -> Run:
+                return _run_job(
+                    spark, jvm, work, events, (files, per_job), tag, args.function, params.w, expected
+                )
 
             for r in range(args.warm):
-                job(args.small, f"warm-small-{r}")
-                job(args.large, f"warm-large-{r}")
-            rounds = []
+                for per_job in settings:
+                    job(args.small, per_job, f"warm-small-{per_job}-{r}")
+                    job(args.large, per_job, f"warm-large-{per_job}-{r}")
+            rounds: dict[int, list[dict[str, Any]]] = {per_job: [] for per_job in settings}
             for r in range(args.rounds):
-                small, large = job(args.small, f"small-{r}"), job(args.large, f"large-{r}")
-                rounds.append(
-                    {"small": asdict(small), "large": asdict(large), "per_epoch": per_epoch(small, large)}
-                )
-                _print_round(r, small, large, rounds[-1]["per_epoch"])
+                # Settings take turns within a round: the JVM's warm-up falls on each alike.
+                for per_job in settings:
+                    small = job(args.small, per_job, f"small-{per_job}-{r}")
+                    large = job(args.large, per_job, f"large-{per_job}-{r}")
+                    cost = per_epoch(small, large)
+                    rounds[per_job].append(
+                        {"small": asdict(small), "large": asdict(large), "per_epoch": cost}
+                    )
+                    _print_round(r, small, large, cost)
         finally:
             spark.stop()
-    summary = _median(rounds)
-    _print_summary(summary, args)
-    if not all(r[size]["correct"] for r in rounds for size in ("small", "large")):
+    series = {}
+    for per_job, timed in rounds.items():
+        summary = _median(timed)
+        _print_summary(summary, args, per_job)
+        series[str(per_job)] = {"rounds": timed, "per_epoch_median": summary}
+    if not all(r[size]["correct"] for timed in rounds.values() for r in timed for size in ("small", "large")):
         print("some runs' output was wrong (count or checksum): see the rounds above")
     path = RESULTS / f"epoch-overhead-{args.function}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps({"args": vars(args), "rounds": rounds, "per_epoch_median": summary}, indent=2) + "\n"
-    )
+    path.write_text(json.dumps({"args": vars(args), "epochs_per_job": series}, indent=2) + "\n")
     print(f"wrote {path.relative_to(REPO)}")
 
 
@@ -180,7 +202,7 @@ def _run_job(
     jvm: int,
     work: Path,
     events: Path,
-    files: int,
+    shape: tuple[int, int],
     tag: str,
     function: str,
     window: int,
@@ -190,6 +212,7 @@ def _run_job(
 
     from weir.spark import StreamJob, sinks, sources
 
+    files, per_job = shape
     output = work / f"out-{tag}"
     job = StreamJob(
         spark,
@@ -199,6 +222,7 @@ def _run_job(
         parallelism=PARALLELISM,
         max_parallelism=128,
         progress=False,
+        epochs_per_job=per_job,
     )
     job.enable_checkpointing(1000)
     make: Callable[[int], Any] = KeyedAverageNative if function == "native" else CountWindowAverage
@@ -217,6 +241,7 @@ def _run_job(
     shutil.rmtree(output, ignore_errors=True)
     return Run(
         files_per_epoch=files,
+        epochs_per_job=per_job,
         epochs=result.epochs,
         wall_s=wall,
         cpu_s=dict(cpu.seconds),
@@ -249,7 +274,8 @@ def _fmt(costs: dict[str, float]) -> str:
 def _print_round(r: int, small: Run, large: Run, cost: dict[str, Any]) -> None:
     for run in (small, large):
         print(
-            f"round {r}: {run.files_per_epoch} file(s) per epoch: {run.epochs} epochs in {run.wall_s:.2f} s, "
+            f"round {r}: {run.files_per_epoch} file(s) per epoch, up to {run.epochs_per_job} per Spark "
+            f"job: {run.epochs} epochs in {run.wall_s:.2f} s, "
             f"cpu {sum(run.cpu_s.values()):.2f} core-s, correct={run.correct}"
         )
     print(f"  per extra epoch: wall {cost['wall_s'] * 1000:.0f} ms; cpu ms: {_fmt(cost['cpu_s'])}")
@@ -257,11 +283,11 @@ def _print_round(r: int, small: Run, large: Run, cost: dict[str, Any]) -> None:
     print(f"  median small epoch: {small.waterfall}")
 
 
-def _print_summary(summary: dict[str, Any], args: argparse.Namespace) -> None:
+def _print_summary(summary: dict[str, Any], args: argparse.Namespace, per_job: int) -> None:
     print(
-        f"\nWhat an epoch costs whatever its size ({args.function}, {args.n:,} events in {args.files} "
-        f"files, {args.small} vs {args.large} files per epoch; median of {args.rounds} rounds after "
-        f"{args.warm} untimed):"
+        f"\nWhat an epoch costs whatever its size ({args.function}, up to {per_job} epochs per Spark "
+        f"job, {args.n:,} events in {args.files} files, {args.small} vs {args.large} files per epoch; "
+        f"median of {args.rounds} rounds after {args.warm} untimed):"
     )
     print(f"  wall {summary['wall_s'] * 1000:.0f} ms")
     print(f"  cpu ms by role: {_fmt(summary['cpu_s'])}")

@@ -44,6 +44,7 @@ __all__ = [
     "key_groups_of",
     "latest_checkpoint",
     "read_checkpoint",
+    "report_progress",
     "restore_tickets",
     "run_cli",
     "run_host",
@@ -89,6 +90,17 @@ def claim_owner(
     *,
     tls: TlsFiles | None = None,
 ) -> str: ...
+def report_progress(
+    coordinator_url: str,
+    token: str,
+    generation: int,
+    uid: str,
+    subtask: int,
+    done: int | None,
+    next: int | None,
+    *,
+    tls: TlsFiles | None = None,
+) -> list[tuple[int, str, int, str, int | None]]: ...
 def read_checkpoint(path: str, storage_options: Mapping[str, str] | None = None) -> Checkpoint: ...
 def check_restore(
     path: str,
@@ -487,6 +499,7 @@ class Coordinator:
     def generation(self) -> int: ...
     def restart(self, restored: str | None) -> int: ...
     def epoch_final(self, epoch: int, sources: str, sinks: str) -> None: ...
+    def epochs_planned(self, cuts: Sequence[tuple[int, str, str]]) -> None: ...
     def cut_at_last_final(self) -> None: ...
     def request_checkpoint(self) -> None: ...
     def trigger_savepoint(self, directory: str | None = None, *, stop: bool = False) -> int: ...

@@ -5,7 +5,8 @@ Faults: a task failure, a failure before the first checkpoint completed, a failu
 right after a savepoint completed, a state host killed with SIGKILL, a Python worker
 killed with SIGKILL, and the driver killed with SIGKILL (then restarted with
 ``restore="latest"``). Each run draws its backend, parallelism, checkpoint interval,
-source and one or two faults from ``random.Random(seed)``. The source is the generator
+epochs per Spark job (checkpoints then cut inside running jobs too), source and one or
+two faults from ``random.Random(seed)``. The source is the generator
 with a fixed epoch size, or Parquet files read in epochs sized by time (the file
 sources' default: epochs grow from one file towards the job's epoch target, so a
 restore resumes from a stored position into epochs of other sizes).
@@ -76,6 +77,7 @@ class Plan:
     rows_per_epoch: int | None
     """The generator's fixed epoch size; ``None``: Parquet files, epochs sized by time."""
     epoch_target_ms: int
+    epochs_per_job: int
     faults: tuple[tuple[str, int], ...]
     """``(fault, epoch after which it is armed)``."""
     driver_kill: int | None
@@ -85,11 +87,12 @@ class Plan:
     def draw(seed: int, first: str) -> Plan:
         rng = random.Random(seed)
         rows = rng.choice([2_000, 2_500, 4_000, None])
+        per_job = rng.choice([1, 2, 4])
         epochs = FILE_EPOCHS if rows is None else N // rows
         kinds = [first, *(rng.choice(IN_PROCESS_FAULTS) for _ in range(rng.randint(0, 1)))]
-        faults = tuple(
-            sorted((kind, rng.randint(1, max(1, epochs - 2))) for kind in kinds if kind != "driver-kill")
-        )
+        # A fault is armed after a Spark job and strikes in the next: leave one to come.
+        last_armed = max(1, epochs - per_job - 1)
+        faults = tuple(sorted((kind, rng.randint(1, last_armed)) for kind in kinds if kind != "driver-kill"))
         return Plan(
             seed=seed,
             backend=rng.choice(["heap", "rocksdb", "rocksdb-incremental"]),
@@ -97,6 +100,7 @@ class Plan:
             interval_ms=rng.choice([100, 300, 1_000]),
             rows_per_epoch=rows,
             epoch_target_ms=rng.choice([500, 1_000]),
+            epochs_per_job=per_job,
             faults=faults,
             driver_kill=rng.randint(2, max(2, epochs - 2)) if first == "driver-kill" else None,
         )
@@ -112,8 +116,9 @@ class Faults:
         self.waiting = list(plan.faults)
 
     def on_epoch(self, progress: EpochProgress) -> None:
-        # Each fault comes once, after the first epoch numbered at least its epoch: a
-        # restore can skip numbers (epochs begun by a failed attempt are not reused).
+        # Each fault comes once, after the first Spark job that ran an epoch numbered at
+        # least its epoch: a restore can skip numbers (epochs begun by a failed attempt are
+        # not reused).
         due = [(fault, epoch) for fault, epoch in self.waiting if progress.epoch >= epoch]
         for fault, epoch in due:
             self.waiting.remove((fault, epoch))
@@ -167,6 +172,7 @@ def _job(spark: SparkSession, plan: Plan, tmp: Path, name: str, function: Any, *
         savepoint_dir=str(tmp / "savepoints"),
         restart_strategy=restart.fixed_delay(10, 0.1),
         progress=False,
+        epochs_per_job=plan.epochs_per_job,
         **options,
     )
     job.enable_checkpointing(plan.interval_ms)

@@ -36,7 +36,8 @@ def test_a_failure_before_the_first_checkpoint_publishes_nothing_twice(
     armed_at: list[int] = []
 
     def arm_before_any_checkpoint(progress: EpochProgress) -> None:
-        if progress.epoch == 1 and not progress.checkpoints and not armed_at:
+        # After the first Spark job (of one epoch or several), before any checkpoint.
+        if not progress.checkpoints and not armed_at:
             arm.touch()
             armed_at.append(progress.epoch)
 
@@ -88,7 +89,10 @@ def test_restoring_an_older_retained_checkpoint_keeps_it_and_stays_on_its_timeli
     # and a failure in that run must stay on the rollback's timeline (not go to
     # the first run's newest checkpoint, which skips events).
     n = 40_000
-    first, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), name="rollback", n=n, rows_per_epoch=5_000)
+    # A Spark job per epoch: the first run's eight short epochs then span three checkpoints.
+    first, _ = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), name="rollback", n=n, rows_per_epoch=5_000, epochs_per_job=1
+    )
     first.set_checkpoint_config(CheckpointConfig(interval_ms=200, retained=3))
     done = first.execute()
     assert len(done.checkpoints) >= 3

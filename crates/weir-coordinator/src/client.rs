@@ -18,6 +18,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::error::{DriverError, Result};
 use crate::owners::{OwnerAnswer, OwnerClaim};
+use crate::progress::{ProgressAnswer, ProgressReport};
 use crate::tls::Tls;
 use crate::token::JobToken;
 
@@ -38,6 +39,17 @@ pub async fn claim_owner(
     claim: &OwnerClaim,
 ) -> Result<OwnerAnswer> {
     post_json(coordinator_url, token, tls, "/owners", claim).await
+}
+
+/// Reports a subtask's progress at an epoch boundary to the coordinator at
+/// `coordinator_url`; returns the barriers it takes before its next epoch.
+pub async fn report_progress(
+    coordinator_url: &str,
+    token: &JobToken,
+    tls: Option<&Tls>,
+    report: &ProgressReport,
+) -> Result<ProgressAnswer> {
+    post_json(coordinator_url, token, tls, "/progress", report).await
 }
 
 /// POSTs `body` as JSON to `path` of the coordinator at `base_url` and

@@ -38,6 +38,7 @@ use crate::events::{DriverEvent, Outbox};
 use crate::lease;
 use crate::options::{DriverOptions, ServerOptions};
 use crate::owners::{ClaimOutcome, OwnerClaim, OwnerRegistry};
+use crate::progress::{GrantedBarrier, ProgressAnswer, ProgressOutcome, ProgressReport};
 use crate::server::{self, ConnectionLimits};
 use crate::store::{JobStore, TimelineState};
 use crate::token::JobToken;
@@ -220,6 +221,38 @@ impl Shared {
                 message: err.to_string(),
             });
         }
+    }
+
+    /// Hears `report` (see [`CheckpointCoordinator::on_progress`]).
+    pub(crate) async fn report_progress(
+        self: &Arc<Self>,
+        report: ProgressReport,
+    ) -> ProgressOutcome {
+        let progress = &report.progress;
+        let known = self
+            .owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .has_subtask(&progress.uid, progress.subtask);
+        if !known {
+            return ProgressOutcome::UnknownSubtask;
+        }
+        let mut run = self.run.lock().await;
+        if report.generation != run.generation {
+            return ProgressOutcome::WrongGeneration {
+                current: run.generation,
+            };
+        }
+        let (grants, effects) = run.coordinator.on_progress(progress);
+        self.dispatch(&run, effects);
+        let barriers = grants
+            .into_iter()
+            .map(|grant| GrantedBarrier {
+                storage: self.store.upload_url(grant.id, grant.kind),
+                grant,
+            })
+            .collect();
+        ProgressOutcome::Answered(ProgressAnswer { barriers })
     }
 
     pub(crate) fn claim_owner(&self, claim: OwnerClaim) -> ClaimOutcome {
@@ -510,6 +543,19 @@ impl CoordinatorDriver {
         Ok(())
     }
 
+    /// Epochs about to run in one Spark job, with what a checkpoint cut
+    /// after each records (see [`CheckpointCoordinator::on_epochs_planned`]).
+    pub async fn epochs_planned(&self, cuts: Vec<EpochCut>) -> Result<()> {
+        self.ensure_open()?;
+        self.shared
+            .run
+            .lock()
+            .await
+            .coordinator
+            .on_epochs_planned(cuts);
+        Ok(())
+    }
+
     /// The job is idle after its newest final epoch until a barrier arrives:
     /// a checkpoint waiting for a cut takes that epoch (see
     /// [`CheckpointCoordinator::cut_at_last_final`]), and its barrier is among
@@ -622,8 +668,14 @@ impl CoordinatorDriver {
         }
         let shared = &self.shared;
         // Writes decided before this are tracked and awaited; an ack still
-        // arriving on an open connection starts none.
-        shared.run.lock().await.closing = true;
+        // arriving on an open connection starts none. Checkpoints that were
+        // not writing their metadata can never complete: their files go.
+        {
+            let mut run = shared.run.lock().await;
+            run.closing = true;
+            let effects = run.coordinator.on_run_ended(shared.now());
+            shared.dispatch(&run, effects);
+        }
         shared.writes.close();
         shared.writes.wait().await;
         for decision in shared.outbox.take_cleanups() {

@@ -4,6 +4,9 @@
 //! - `POST /decline`: a [`SubtaskDecline`] as JSON; answers `{"outcome": ...}`.
 //! - `POST /owners`: an [`OwnerClaim`] as JSON; answers an [`OwnerAnswer`],
 //!   or 409 for a claim of another generation.
+//! - `POST /progress`: a [`ProgressReport`] as JSON; answers a
+//!   [`ProgressAnswer`](crate::ProgressAnswer), or 409 for a report of
+//!   another generation.
 //! - `GET /checkpoints`: the statistics history.
 //! - `GET /checkpoints/<id>`: one checkpoint's statistics.
 //!
@@ -25,6 +28,7 @@ use weir_types::CheckpointId;
 
 use crate::driver::Shared;
 use crate::owners::{ClaimOutcome, OwnerAnswer, OwnerClaim};
+use crate::progress::{ProgressOutcome, ProgressReport};
 
 /// The body of a successful `POST /ack` or `POST /decline`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -95,6 +99,25 @@ pub(crate) async fn handle(
                 ),
             }
         }
+        (Method::POST, "/progress") => {
+            let report: ProgressReport = match read_json(request, shared.max_body_bytes).await {
+                Ok(report) => report,
+                Err(response) => return response,
+            };
+            match shared.report_progress(report).await {
+                ProgressOutcome::Answered(answer) => json(StatusCode::OK, &answer),
+                ProgressOutcome::WrongGeneration { current } => error(
+                    StatusCode::CONFLICT,
+                    &format!(
+                        "the job runs generation {current}; a task of another generation has no say"
+                    ),
+                ),
+                ProgressOutcome::UnknownSubtask => error(
+                    StatusCode::BAD_REQUEST,
+                    "the job has no such stateful subtask",
+                ),
+            }
+        }
         (Method::GET, "/checkpoints") => {
             json(StatusCode::OK, shared.run.lock().await.coordinator.stats())
         }
@@ -121,7 +144,7 @@ pub(crate) async fn handle(
                 ),
             }
         }
-        (_, "/ack" | "/decline" | "/owners" | "/checkpoints") => {
+        (_, "/ack" | "/decline" | "/owners" | "/progress" | "/checkpoints") => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
         (_, p) if p.starts_with("/checkpoints/") => {

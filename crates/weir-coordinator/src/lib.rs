@@ -8,7 +8,8 @@
 //! latest state resumes from). A timer triggers checkpoints; an HTTP server
 //! (loopback unless told otherwise, every request checked against the job's
 //! secret token before anything else) takes subtasks' acks and declines,
-//! settles which state host owns each subtask, and serves statistics;
+//! settles which state host owns each subtask, hears tasks' progress
+//! through the epochs of a running Spark job, and serves statistics;
 //! everything the job's owner must act on arrives as typed [`DriverEvent`]s.
 //!
 //! ```
@@ -42,17 +43,19 @@ mod http;
 mod lease;
 mod options;
 mod owners;
+mod progress;
 mod server;
 mod store;
 mod tls;
 mod token;
 
-pub use client::{Answer, claim_owner, post, post_json};
+pub use client::{Answer, claim_owner, post, post_json, report_progress};
 pub use driver::CoordinatorDriver;
 pub use error::{DriverError, Result};
 pub use events::DriverEvent;
 pub use http::OutcomeBody;
 pub use options::{DEFAULT_HISTORY, DEFAULT_MAX_BODY_BYTES, DriverOptions, ServerOptions};
 pub use owners::{ClaimOutcome, OwnerAnswer, OwnerClaim, OwnerRegistry};
+pub use progress::{GrantedBarrier, ProgressAnswer, ProgressOutcome, ProgressReport};
 pub use tls::{Tls, TlsError, TlsFiles};
 pub use token::JobToken;

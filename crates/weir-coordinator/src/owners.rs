@@ -82,11 +82,7 @@ impl OwnerRegistry {
                 current: self.generation,
             };
         }
-        if self
-            .parallelism
-            .get(&claim.uid)
-            .is_none_or(|&p| claim.subtask.0 >= p)
-        {
+        if !self.has_subtask(&claim.uid, claim.subtask) {
             return ClaimOutcome::UnknownSubtask;
         }
         let printable = claim.address.bytes().all(|b| b.is_ascii_graphic());
@@ -105,6 +101,11 @@ impl OwnerRegistry {
             owner: claim.address,
             granted: true,
         })
+    }
+
+    /// Whether the job has stateful subtask `(uid, subtask)`.
+    pub fn has_subtask(&self, uid: &OperatorUid, subtask: SubtaskIndex) -> bool {
+        self.parallelism.get(uid).is_some_and(|&p| subtask.0 < p)
     }
 
     /// A restart began `generation`: every owner is forgotten.

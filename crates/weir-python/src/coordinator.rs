@@ -1,19 +1,23 @@
 //! `weir._internal.Coordinator`: the checkpoint coordinator of a job run,
-//! driven by the PySpark driver on its own tokio runtime; plus the two
-//! functions around it: where a job's latest state is, and a task's claim
-//! on its subtask's state owner.
+//! driven by the PySpark driver on its own tokio runtime; plus the
+//! functions around it: where a job's latest state is, a task's claim on
+//! its subtask's state owner, and a task's progress through the epochs of
+//! a running Spark job.
 //!
 //! Glue only: arguments become `DriverOptions`, `weir_coordinator` does the
 //! work, its events come back as the classes in `events.rs`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
-use weir_checkpoint::coordinator::EpochCut;
+use weir_checkpoint::coordinator::{EpochCut, EpochProgress};
 use weir_checkpoint::{CheckpointStorage, OperatorStateMeta, StorageLocation};
-use weir_coordinator::{CoordinatorDriver, DriverOptions, JobToken, OwnerClaim, ServerOptions};
+use weir_coordinator::{
+    CoordinatorDriver, DriverOptions, JobToken, OwnerClaim, ProgressReport, ServerOptions,
+};
 use weir_types::{Epoch, JobId, MaxParallelism, OperatorUid, SubtaskIndex};
 
 use crate::checkpoints::{self, runtime};
@@ -129,6 +133,26 @@ impl PyCoordinator {
             sinks: serde_json::from_str(sinks).map_err(|e| json_error("sinks", e))?,
         };
         let done = py.detach(|| self.runtime.block_on(self.driver.epoch_final(cut)));
+        Ok(done.map_err(PyWeirError::from)?)
+    }
+
+    /// Epochs about to run in one Spark job: `(epoch, sources, sinks)` each,
+    /// with the positions after it and the unpublished sink output as
+    /// `epoch_final` takes them. A checkpoint triggered while they run may
+    /// cut between them.
+    fn epochs_planned(&self, py: Python<'_>, cuts: Vec<(u64, String, String)>) -> PyResult<()> {
+        let cuts = cuts
+            .into_iter()
+            .map(|(epoch, sources, sinks)| {
+                Ok(EpochCut {
+                    epoch: Epoch(epoch),
+                    sources: serde_json::from_str(&sources)
+                        .map_err(|e| json_error("sources", e))?,
+                    sinks: serde_json::from_str(&sinks).map_err(|e| json_error("sinks", e))?,
+                })
+            })
+            .collect::<Result<Vec<_>, PyWeirError>>()?;
+        let done = py.detach(|| self.runtime.block_on(self.driver.epochs_planned(cuts)));
         Ok(done.map_err(PyWeirError::from)?)
     }
 
@@ -273,22 +297,82 @@ pub(crate) fn claim_owner(
     address: String,
     tls: Option<PyRef<'_, PyTlsFiles>>,
 ) -> PyResult<String> {
-    let tls = tls::load(tls.as_deref())?;
     let claim = OwnerClaim {
         generation,
         uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
         subtask: SubtaskIndex(subtask),
         address,
     };
+    let answer = ask_coordinator(py, token, tls, |token, tls| async move {
+        weir_coordinator::claim_owner(coordinator_url, &token, tls.as_ref(), &claim).await
+    })?;
+    Ok(answer.owner)
+}
+
+/// Sends a task's request to the coordinator, `ask(token, tls)`, with the
+/// job's token and TLS files, and waits for the answer.
+fn ask_coordinator<T, F>(
+    py: Python<'_>,
+    token: &str,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
+    ask: impl FnOnce(JobToken, Option<weir_coordinator::Tls>) -> F + Send,
+) -> PyResult<T>
+where
+    F: Future<Output = weir_coordinator::Result<T>>,
+    T: Send,
+{
+    let tls = tls::load(tls.as_deref())?;
     let token = JobToken::new(token).map_err(PyWeirError::from)?;
-    py.detach(|| {
-        let answer = runtime()?.block_on(weir_coordinator::claim_owner(
-            coordinator_url,
-            &token,
-            tls.as_ref(),
-            &claim,
-        ))?;
-        Ok::<_, PyWeirError>(answer.owner)
-    })
-    .map_err(PyErr::from)
+    py.detach(|| Ok::<_, PyWeirError>(runtime()?.block_on(ask(token, tls))?))
+        .map_err(PyErr::from)
+}
+
+/// A barrier a task takes: `(checkpoint id, kind, cut epoch, storage URL,
+/// incremental base)`.
+type Granted = (u64, String, u64, String, Option<u64>);
+
+/// Reports that subtask `subtask` of `uid` processed every epoch up to
+/// `done` and begins `next` (`None`: its task ends); returns the barriers it
+/// takes now, oldest first. An `https://` coordinator needs the job's `tls`.
+#[pyfunction]
+#[pyo3(signature = (coordinator_url, token, generation, uid, subtask, done, next, *, tls = None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn report_progress(
+    py: Python<'_>,
+    coordinator_url: &str,
+    token: &str,
+    generation: u64,
+    uid: &str,
+    subtask: u32,
+    done: Option<u64>,
+    next: Option<u64>,
+    tls: Option<PyRef<'_, PyTlsFiles>>,
+) -> PyResult<Vec<Granted>> {
+    let report = ProgressReport {
+        generation,
+        progress: EpochProgress {
+            uid: OperatorUid::new(uid).map_err(PyWeirError::from)?,
+            subtask: SubtaskIndex(subtask),
+            done: done.map(Epoch),
+            next: next.map(Epoch),
+        },
+    };
+    let answer = ask_coordinator(py, token, tls, |token, tls| async move {
+        weir_coordinator::report_progress(coordinator_url, &token, tls.as_ref(), &report).await
+    })?;
+    Ok(answer
+        .barriers
+        .into_iter()
+        .map(|b| {
+            let grant = b.grant;
+            let kind = grant.kind.as_str().to_owned();
+            (
+                grant.id.0,
+                kind,
+                grant.cut.0,
+                b.storage,
+                grant.base.map(|c| c.0),
+            )
+        })
+        .collect())
 }

@@ -46,6 +46,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     events::register(m)?;
     m.add_function(wrap_pyfunction!(coordinator::latest_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(coordinator::claim_owner, m)?)?;
+    m.add_function(wrap_pyfunction!(coordinator::report_progress, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::check_restore, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoints::restore_tickets, m)?)?;

@@ -22,7 +22,7 @@ from weir import _internal
 from weir.exceptions import StateLostError
 from weir.host import command
 from weir.key_groups import key_group_range as _key_group_range
-from weir.spark.tasks import HostAccess, OperatorTask
+from weir.spark.tasks import Barrier, HostAccess, OperatorTask
 
 
 def _owner_pid() -> int:
@@ -120,7 +120,8 @@ def deliver_barrier(task: OperatorTask, partition: int) -> int:
             f"subtask {partition} of {task.operator.uid} has no state host in generation "
             f"{task.hosts.generation} yet"
         )
-    return take_barrier(_connect(task, partition, owner, start_host=False), task)
+    assert task.barrier is not None, "a barrier to deliver"
+    return take_barrier(_connect(task, partition, owner, start_host=False), task.barrier, task.hosts.token)
 
 
 def _connect(
@@ -158,10 +159,8 @@ def _listen_address(coordinator_url: str) -> str:
     return f"[{address}]:0" if ":" in address else f"{address}:0"
 
 
-def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
+def take_barrier(session: _internal.Session, barrier: Barrier, token: str) -> int:
     """The barrier's synchronous part; returns its duration in microseconds."""
-    barrier = task.barrier
-    assert barrier is not None
     return int(
         _internal.take_barrier(
             session,
@@ -170,12 +169,33 @@ def take_barrier(session: _internal.Session, task: OperatorTask) -> int:
             barrier.storage,
             barrier.storage_options,
             barrier.ack_url,
-            task.hosts.token,
+            token,
             incremental=barrier.incremental,
             base=barrier.base,
             compression=barrier.compression,
         )
     )
+
+
+def report_progress(
+    task: OperatorTask, partition: int, done: int | None, next_epoch: int | None
+) -> list[Barrier]:
+    """Tells the coordinator that subtask ``partition`` processed every epoch up to ``done``
+    and begins ``next_epoch`` (``None``: its task ends); returns the barriers to take first."""
+    settings = task.in_job_barriers
+    assert settings is not None, "only tasks that take barriers inside their job report progress"
+    hosts = task.hosts
+    granted = _internal.report_progress(
+        hosts.registry_url,
+        hosts.token,
+        hosts.generation,
+        task.operator.uid,
+        partition,
+        done,
+        next_epoch,
+        tls=hosts.tls,
+    )
+    return [settings.barrier(grant, hosts.registry_url) for grant in granted]
 
 
 def key_group_range(max_parallelism: int, parallelism: int, subtask: int) -> tuple[int, int]:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from weir.spark.sources import Source
 
 DEFAULT_MAX_PARALLELISM = 128
+DEFAULT_EPOCHS_PER_JOB = 4
 
 
 @dataclass
@@ -184,6 +185,13 @@ class StreamJob:
             epochs by time (a file source without ``max_files_per_epoch``;
             see :mod:`weir.spark.epoch_sizing`). Default: the checkpoint
             interval, at most one second.
+        epochs_per_job: The most epochs one Spark job runs where their input
+            waits (a backlog). Each Spark job costs a fixed amount beyond its
+            rows (about 0.3 s on two cores), which several epochs share;
+            checkpoints still cut between epochs while the job runs. Applies
+            where the sink stages output from the tasks themselves and no
+            ``transform`` follows the first stateful step; other jobs run one
+            epoch per Spark job.
     """
 
     def __init__(
@@ -203,6 +211,7 @@ class StreamJob:
         progress: bool = True,
         tls: TlsFiles | None = None,
         epoch_target_ms: int | None = None,
+        epochs_per_job: int = DEFAULT_EPOCHS_PER_JOB,
     ) -> None:
         check_pyspark(pyspark.__version__)
         self.spark = spark
@@ -221,6 +230,9 @@ class StreamJob:
         self.tls = tls
         epoch_sizing.epoch_target_ms(epoch_target_ms, None)  # rejects a bad target now
         self.epoch_target_ms = epoch_target_ms
+        if epochs_per_job < 1:
+            raise InvalidArgumentError(f"epochs_per_job is {epochs_per_job}: give at least 1")
+        self.epochs_per_job = epochs_per_job
         self.checkpoint_config: CheckpointConfig | None = None
         self._chain = _Chain()
         self._requests: list[SavepointRequest] = []
@@ -341,8 +353,9 @@ class StreamJob:
 
         Args:
             max_epochs: Stop after this many successful epochs.
-            on_epoch: Called in the driver after every successful epoch (it may
-                call :meth:`trigger_savepoint` or :meth:`stop_with_savepoint`).
+            on_epoch: Called in the driver after every successful Spark job,
+                with its last epoch (it may call :meth:`trigger_savepoint` or
+                :meth:`stop_with_savepoint`).
 
         Interrupting it (``KeyboardInterrupt``) cancels the job: its retained
         checkpoints stay, unless the checkpoint config says

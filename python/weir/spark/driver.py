@@ -18,6 +18,11 @@ The rules it implements:
   (``deliver_barriers``); if that fails, or without it, the barrier travels
   with the next epoch's tasks (an epoch without data when no input is
   waiting). A host that already took a barrier ignores it the second time.
+- Where input waits, one Spark job may run several epochs
+  (``epochs_per_job``). With ``in_job_cuts`` the driver hands the
+  coordinator what a checkpoint cut after each of them records, so a
+  checkpoint triggered while they run cuts between them (the tasks take its
+  barrier at that epoch boundary) instead of waiting for the job to end.
 - Exactly-once output is published when a checkpoint covering it completes
   and, as in Flink, never on an intermediate savepoint (failover restores
   checkpoints, so a savepoint's output would be published twice); a
@@ -65,6 +70,7 @@ from weir.exceptions import WeirError
 from weir.spark.restart import RestartStrategy, fixed_delay
 
 __all__ = [
+    "AwaitJob",
     "BarrierDelivered",
     "Decision",
     "DeliverBarrier",
@@ -155,24 +161,33 @@ class RestoreFailed:
 
 @dataclass(frozen=True)
 class InputPlanned:
-    """The source planned the next epoch's input (or found none)."""
+    """The source planned the next epochs' input (or found none)."""
 
     available: bool
     position: Any
     """The source position after that input (unchanged when none)."""
     exhausted: bool
+    earlier: tuple[Any, ...] = ()
+    """When the input spans several epochs, the position after each epoch before the last
+    (whose position is :attr:`position`); empty for one epoch."""
+
+    @property
+    def epochs(self) -> int:
+        """How many epochs the input spans."""
+        return len(self.earlier) + 1
 
 
 @dataclass(frozen=True)
 class EpochSucceeded:
-    """The epoch's Spark job succeeded: every task committed and the sink staged it."""
+    """The Spark job of the epochs up to ``epoch`` succeeded: every task committed and the
+    sink staged their output."""
 
     epoch: int
 
 
 @dataclass(frozen=True)
 class EpochFailed:
-    """The epoch's Spark job failed (a task, a host, an executor)."""
+    """The Spark job of the epochs up to ``epoch`` failed (a task, a host, an executor)."""
 
     epoch: int
     error: BaseException
@@ -303,7 +318,10 @@ class Restore:
 
 @dataclass(frozen=True)
 class PlanInput:
-    """Ask the source for the next epoch's input; answer with :class:`InputPlanned`."""
+    """Ask the source for the input of the next epochs, at most ``max_epochs`` of them (as much
+    as waits); answer with :class:`InputPlanned`."""
+
+    max_epochs: int = 1
 
 
 @dataclass(frozen=True)
@@ -322,9 +340,10 @@ class OperatorOrder:
 
 @dataclass(frozen=True)
 class EpochOrder:
-    """One epoch to run (see :class:`RunEpoch`)."""
+    """The epochs of one Spark job (see :class:`RunEpoch`)."""
 
-    epoch: int
+    epochs: tuple[int, ...]
+    """Consecutive epoch numbers, run in order by every task."""
     generation: int
     data: bool
     """True when the planned input goes in; False for an epoch without input (it still runs
@@ -339,13 +358,31 @@ class EpochOrder:
     incremental_base: int | None = None
     """The newest checkpoint this run completed: an incremental checkpoint references the files
     it stored instead of uploading them again (the storage keeps them until a newer one completes)."""
+    positions: tuple[dict[str, Any], ...] | None = None
+    """With in-job cuts: the sources' positions after each epoch, which the coordinator records
+    for a checkpoint it cuts there while the job runs (``None``: cuts only between jobs)."""
+
+    @property
+    def epoch(self) -> int:
+        """The last epoch: final once the job succeeded."""
+        return self.epochs[-1]
 
 
 @dataclass(frozen=True)
 class RunEpoch:
-    """Run one epoch as a Spark job; answer with :class:`EpochSucceeded` or :class:`EpochFailed`."""
+    """Start the order's epochs as one Spark job; its outcome (:class:`EpochSucceeded` or
+    :class:`EpochFailed`) comes while the driver awaits it (:class:`AwaitJob`)."""
 
     order: EpochOrder
+
+
+@dataclass(frozen=True)
+class AwaitJob:
+    """A Spark job runs: wait up to ``timeout_s`` for its outcome or coordinator events,
+    whichever comes first. Effects of events (publishing a completed checkpoint's output,
+    cancelling an aborted one's uploads) are carried out while the job runs."""
+
+    timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -381,7 +418,7 @@ class DeliverBarrier:
     incremental_base: int | None
 
 
-Action: TypeAlias = Restore | PlanInput | RunEpoch | DeliverBarrier | Wait | Finish | Fail
+Action: TypeAlias = Restore | PlanInput | RunEpoch | AwaitJob | DeliverBarrier | Wait | Finish | Fail
 
 
 @dataclass(frozen=True)
@@ -412,6 +449,12 @@ class DriverOptions:
     deliver_barriers: bool = False
     """Deliver barriers to the state hosts between epochs (:class:`DeliverBarrier`) instead of
     with the next epoch's tasks."""
+    epochs_per_job: int = 1
+    """The most epochs one Spark job runs, where their input waits."""
+    in_job_cuts: bool = False
+    """Checkpoints may cut between the epochs of a running Spark job (its tasks report every
+    epoch boundary to the coordinator): only where the tasks themselves stage the output, so
+    everything up to a cut is staged when its last subtask acks."""
 
 
 @dataclass
@@ -427,8 +470,8 @@ class _Generation:
     cut_wanted: int | None = None
     barrier: BarrierInjected | None = None
     """A barrier the next epoch's tasks carry."""
-    undelivered: BarrierInjected | None = None
-    """A barrier the driver hands to the hosts before the next epoch."""
+    undelivered: list[BarrierInjected] = field(default_factory=list)
+    """Barriers the driver hands to the hosts before the next epoch, oldest first."""
     recorded: bool = False
     """An epoch of this generation became final (the coordinator holds its cut)."""
     cut_asked: int | None = None
@@ -463,6 +506,10 @@ class Driver:
         """An epoch became final in this step: the next step must see the coordinator's answer."""
         self.fatal: BaseException | None = None
         """Set when the job must fail without a restart (bad restore target, lease lost)."""
+        self.running: EpochOrder | None = None
+        """The order of the Spark job that runs, until its outcome is in."""
+        self.deferred: BaseException | None = None
+        """A failure reported while a Spark job runs: recovered from once the job has ended."""
 
     # -- the step ------------------------------------------------------------------
 
@@ -476,6 +523,11 @@ class Driver:
             failure = self._apply_event(event, effects) or failure
         for request in facts.requests:
             self._request(request, effects)
+        if self.running is not None and self.fatal is None:
+            # Nothing else runs beside a Spark job: restoring waits for its end.
+            self.deferred = self.deferred or failure
+            return Decision(tuple(effects), AwaitJob(IDLE_POLL_S))
+        failure, self.deferred = failure or self.deferred, None
         action = self._action(facts.now, failure, effects)
         return Decision(tuple(effects), action)
 
@@ -497,6 +549,7 @@ class Driver:
         elif isinstance(outcome, EpochSucceeded):
             self._epoch_succeeded(outcome.epoch, effects)
         elif isinstance(outcome, EpochFailed):
+            self.running = None
             effects.append(Log(f"epoch {outcome.epoch} failed: {_first_line(outcome.error)}"))
             return outcome.error
         elif isinstance(outcome, BarrierDelivered):
@@ -505,8 +558,10 @@ class Driver:
 
     def _barrier_delivered(self, outcome: BarrierDelivered, effects: list[Effect]) -> None:
         generation = self._current()
-        barrier, generation.undelivered = generation.undelivered, None
-        if outcome.error is None or barrier is None:
+        if not generation.undelivered:
+            return
+        barrier = generation.undelivered.pop(0)
+        if outcome.error is None:
             return
         # The tasks of the next epoch carry it; hosts that took it already ignore it.
         generation.barrier = barrier
@@ -539,7 +594,8 @@ class Driver:
 
     def _epoch_succeeded(self, epoch: int, effects: list[Effect]) -> None:
         generation = self._current()
-        self.epochs_succeeded += 1
+        self.epochs_succeeded += len(self.running.epochs) if self.running is not None else 1
+        self.running = None
         generation.final_epoch = epoch
         planned = generation.pending_input
         if planned is not None and planned.available:
@@ -582,7 +638,7 @@ class Driver:
                     # An older checkpoint took the cut: the newest still waits for one.
                     generation.cut_asked = None
                 if self.options.deliver_barriers:
-                    generation.undelivered = event
+                    generation.undelivered.append(event)
                 else:
                     generation.barrier = event
         elif isinstance(event, CheckpointCompleted):
@@ -669,9 +725,9 @@ class Driver:
             # its events before running one.
             self.recorded_final = False
             return Wait(0.0)
-        if generation.undelivered is not None:
+        if generation.undelivered:
             return DeliverBarrier(
-                generation.undelivered,
+                generation.undelivered[0],
                 generation.number,
                 self._operator_orders(generation),
                 self._incremental_base(),
@@ -682,7 +738,7 @@ class Driver:
             return Finish()
         wants_input = not generation.exhausted and not self.stop_requested
         if wants_input and generation.pending_input is None:
-            return PlanInput()
+            return PlanInput(self._epochs_wanted())
         if wants_input and generation.pending_input is not None and generation.pending_input.available:
             return RunEpoch(self._order(generation, data=True))
         generation.pending_input = None
@@ -731,19 +787,33 @@ class Driver:
     def _incremental_base(self) -> int | None:
         return self.checkpoints[-1] if self.checkpoints else None
 
+    def _epochs_wanted(self) -> int:
+        """How many epochs the next Spark job may run: as configured, within the epoch budget."""
+        wanted = self.options.epochs_per_job
+        if self.options.max_epochs is not None:
+            wanted = min(wanted, self.options.max_epochs - self.epochs_succeeded)
+        return max(1, wanted)
+
     def _order(self, generation: _Generation, *, data: bool) -> EpochOrder:
-        self.epoch += 1
-        operators = self._operator_orders(generation)
-        return EpochOrder(
-            epoch=self.epoch,
+        planned = generation.pending_input
+        after = (
+            (*planned.earlier, planned.position) if data and planned is not None else (generation.position,)
+        )
+        epochs = tuple(range(self.epoch + 1, self.epoch + 1 + len(after)))
+        self.epoch = epochs[-1]
+        source = self.options.source_uid
+        self.running = EpochOrder(
+            epochs=epochs,
             generation=generation.number,
             data=data,
             barrier=generation.barrier,
             notify_complete=self.notify,
             pending_checkpoint=generation.cut_wanted,
-            operators=operators,
+            operators=self._operator_orders(generation),
             incremental_base=self._incremental_base(),
+            positions=tuple({source: p} for p in after) if self.options.in_job_cuts else None,
         )
+        return self.running
 
     @staticmethod
     def _operator_order(uid: str, generation: _Generation, point: RestorePoint) -> OperatorOrder:
@@ -765,6 +835,7 @@ class Driver:
             )
         self.restarts += 1
         self.recorded_final = False
+        self.running = None
         for checkpoint_id, request in self.awaiting.items():
             effects.append(CancelUploads(checkpoint_id))
             effects.append(

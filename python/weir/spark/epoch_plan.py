@@ -1,34 +1,41 @@
-"""One epoch as one Spark job: the chain of steps over the epoch's rows.
+"""One Spark job over one or more epochs: the chain of steps over the epochs' rows.
 
 In front of every stateful step, rows are routed so that Spark partition
 ``s`` holds exactly subtask ``s`` of that step (by key group for a keyed
 step, by a hash of the row for a non-keyed one). Every subtask runs a task in
-every epoch, so barriers and notifications reach all of them: Spark runs a
-``mapInArrow`` function for every partition of the shuffle, empty ones
-included (the driver checks each epoch that it did).
+every Spark job, so barriers and notifications reach all of them: Spark runs
+a ``mapInArrow`` function for every partition of the shuffle, empty ones
+included (the driver checks each job that it did).
+
+A job of several epochs tags each epoch's rows with its place in the job
+(:data:`~weir.spark.tasks.EPOCH`, after the first step's transforms, which
+see one epoch's rows each) and sorts each partition by it, so a task meets
+the epochs in order; steps pass the tag on with their output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property, partial, reduce
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from weir.exceptions import InvalidArgumentError
 from weir.spark.arrow_batches import arrow_schema, fixed_width
 from weir.spark.routing import hashed_in_task, key_group_column, spread_column, subtask_column
-from weir.spark.tasks import KEY_GROUP, OperatorTask
+from weir.spark.tasks import EPOCH, KEY_GROUP, OperatorTask
 from weir.spark.waterfall import Totals
 from weir.spark.worker import run_epoch_task
 from weir.types import ValueType, value_type
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, SparkSession
 
     from weir.spark.graph import JobGraph, StatefulStep
     from weir.spark.sinks import PartitionWriter
@@ -50,8 +57,9 @@ class StepInput:
 def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
     """The input columns and key types of ``step`` from the DataFrame it gets."""
     width = fixed_width(frame.schema)
+    columns = tuple(c for c in frame.columns if c != EPOCH)
     if step.key_columns is None:
-        return StepInput(tuple(frame.columns), None, fixed_width=width)
+        return StepInput(columns, None, fixed_width=width)
     missing = [c for c in step.key_columns if c not in frame.columns]
     if missing:
         raise InvalidArgumentError(
@@ -60,7 +68,7 @@ def learn_input(step: StatefulStep, frame: DataFrame) -> StepInput:
         )
     keys = arrow_schema(frame.select(*step.key_columns).schema, frame.sparkSession)
     key_types = tuple(_key_type(step, field) for field in keys)
-    return StepInput(tuple(frame.columns), key_types, not hashed_in_task(keys), fixed_width=width)
+    return StepInput(columns, key_types, not hashed_in_task(keys), fixed_width=width)
 
 
 def _key_type(step: StatefulStep, key: pa.Field) -> ValueType:
@@ -80,7 +88,7 @@ def _key_type(step: StatefulStep, key: pa.Field) -> ValueType:
 
 
 class EpochPlanner:
-    """Builds each epoch's DataFrame for one run of a job graph.
+    """Builds each Spark job's DataFrame for one run of a job graph.
 
     Every DataFrame and column call is a round trip to the JVM, and a plan
     takes a few hundred of them; the parts that are the same in every epoch
@@ -105,51 +113,71 @@ class EpochPlanner:
         self.learned = learned
         self._routes: dict[str, _StepRoute] = {}
 
-    def routed(self, frame: DataFrame) -> DataFrame | None:
-        """The first stateful step's input for an epoch's source records, routed to its
-        subtasks (``None`` without steps). Spark analyzes the plan here, some 25 ms of driver
-        round trips an epoch, so the driver builds it while the previous epoch's job runs."""
+    def routed(self, inputs: Sequence[DataFrame]) -> DataFrame | None:
+        """The first stateful step's input for the source records of a job's epochs (one
+        frame each, in order), routed to its subtasks (``None`` without steps). Spark analyzes
+        the plan here, some 25 ms of driver round trips a job, so the driver builds it while
+        the previous job runs."""
         if not self.graph.steps:
             return None
-        return self._routed(self.graph.steps[0], frame)
+        step = self.graph.steps[0]
+        frames = [self._through_transforms(step, frame) for frame in inputs]
+        if len(frames) == 1:
+            (frame,) = frames
+        else:
+            tagged = [f.withColumn(EPOCH, F.lit(i).cast("long")) for i, f in enumerate(frames)]
+            frame = reduce(DataFrame.union, tagged)
+        return self._route(step).rows(frame, self.learned(step, frames[0]), by_epoch=len(frames) > 1)
 
     def frame(
         self,
-        frame: DataFrame | None,
+        inputs: Sequence[DataFrame] | None,
         task_of: Callable[[StatefulStep], OperatorTask],
         routed: DataFrame | None = None,
         write: PartitionWriter | None = None,
     ) -> DataFrame | None:
-        """The epoch's output rows (``None`` when there is neither input nor a stateful step).
+        """The job's output rows (``None`` when there is neither input nor a stateful step).
 
-        ``frame`` is the source's input for the epoch, ``None`` for an epoch without input;
-        ``routed`` is :meth:`routed` of it, where that was built already. With ``write``, the
-        last step's tasks hand their output to it and the frame has no rows.
+        ``inputs`` are the source's input of each of the job's epochs, ``None`` for one epoch
+        without input; ``routed`` is :meth:`routed` of them, where that was built already.
+        With ``write``, the last step's tasks hand their output to it and the frame has no
+        rows. Several epochs need steps without transforms after the first one's.
         """
         steps = self.graph.steps
+        several = inputs is not None and len(inputs) > 1
+        frame: DataFrame | None = None
         for index, step in enumerate(steps):
             first, last = index == 0, index == len(steps) - 1
-            rows = routed if first and routed is not None else self._routed(step, frame)
+            if first:
+                if routed is None:
+                    routed = self._route(step).nothing if inputs is None else self.routed(inputs)
+                assert routed is not None, "a job with steps routes its input"
+                rows = routed
+            else:
+                assert frame is not None
+                rows = self._routed(step, frame, by_epoch=several)
             task = task_of(step)
             counter = self.records if first else None
             run = partial(
                 run_epoch_task, task, records=counter, phases=self.phases, write=write if last else None
             )
-            frame = rows.mapInArrow(run, step.output_schema)
+            tagged = several and not (last and write is not None)
+            frame = rows.mapInArrow(run, _with_epoch(step.output_schema) if tagged else step.output_schema)
         if frame is not None:
             for transform in self.graph.transforms_after:
                 frame = transform(frame)
         return frame
 
-    def _routed(self, step: StatefulStep, frame: DataFrame | None) -> DataFrame:
-        """``frame`` (``None``: no rows) through the step's transforms, routed to its subtasks;
-        what the driver learns of the step's input is known once this returns."""
-        learned = None
-        if frame is not None:
-            for transform in step.transforms_before:
-                frame = transform(frame)
-            learned = self.learned(step, frame)
-        return self._route(step).rows(frame, learned)
+    def _through_transforms(self, step: StatefulStep, frame: DataFrame) -> DataFrame:
+        for transform in step.transforms_before:
+            frame = transform(frame)
+        return frame
+
+    def _routed(self, step: StatefulStep, frame: DataFrame, *, by_epoch: bool = False) -> DataFrame:
+        """``frame`` through the step's transforms, routed to its subtasks; what the driver
+        learns of the step's input is known once this returns."""
+        frame = self._through_transforms(step, frame)
+        return self._route(step).rows(frame, self.learned(step, frame), by_epoch=by_epoch)
 
     def _route(self, step: StatefulStep) -> _StepRoute:
         route = self._routes.get(step.uid)
@@ -183,20 +211,26 @@ class _StepRoute:
         """The route from the rows' :data:`KEY_GROUP` column, where they carry it."""
         return self._route_of(F.col(KEY_GROUP))
 
-    def rows(self, frame: DataFrame | None, learned: StepInput | None) -> DataFrame:
-        """``frame``'s rows (none for ``None``), routed; with their key groups in
-        :data:`KEY_GROUP` where the task cannot compute them."""
-        if frame is None:
-            return self.nothing
+    def rows(self, frame: DataFrame, learned: StepInput, *, by_epoch: bool = False) -> DataFrame:
+        """``frame``'s rows, routed; with their key groups in :data:`KEY_GROUP` where the task
+        cannot compute them; each partition sorted by :data:`EPOCH` if ``by_epoch``."""
         parallelism = self.step.parallelism
         route = self.route
         if route is None:
             # Spread by the whole row: the same rows reach the same subtask on a retry.
             route = spread_column(frame.columns, parallelism)
-        elif learned is not None and learned.key_groups_shipped:
+        elif learned.key_groups_shipped:
             assert self.key_group is not None
             frame = frame.withColumn(KEY_GROUP, self.key_group)
             route = self.route_by_column
         # The route is the shuffle's partition id, not a column: the rows
         # cross the shuffle and reach Python with the step's columns only.
-        return frame.repartitionById(parallelism, route)
+        routed = frame.repartitionById(parallelism, route)
+        # Spark's sort spills where memory runs short; rows of one epoch keep their order
+        # unless it does.
+        return routed.sortWithinPartitions(EPOCH) if by_epoch else routed
+
+
+def _with_epoch(schema: StructType) -> StructType:
+    """A step's output schema with the epoch tag, for the next step of a job of several epochs."""
+    return StructType([*schema.fields, StructField(EPOCH, LongType(), nullable=False)])

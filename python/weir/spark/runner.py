@@ -10,6 +10,7 @@ unit-tested without Spark.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,7 @@ from weir.spark.epoch_plan import EpochPlanner, StepInput, learn_input
 from weir.spark.epoch_sizing import EpochSizer, budget_drifted, epoch_target_ms
 from weir.spark.progress import Progress
 from weir.spark.sinks import PartitionWriter, TaskWrittenSink
-from weir.spark.tasks import Barrier, HostAccess, OperatorSpec, OperatorTask
+from weir.spark.tasks import Barrier, HostAccess, InJobBarriers, OperatorSpec, OperatorTask
 from weir.spark.waterfall import EpochWaterfall, PhaseTimes
 
 if TYPE_CHECKING:
@@ -53,6 +55,9 @@ if TYPE_CHECKING:
 
 NO_CHECKPOINTS = CheckpointConfig(interval_ms=3_600_000)
 """A job without checkpointing still runs a coordinator (it never triggers within a job's life)."""
+
+JOB_POLL_S = 0.02
+"""How often the driver looks at the coordinator's events while a Spark job runs."""
 
 
 @dataclass
@@ -77,6 +82,34 @@ class JobResult:
     remote_state_bytes: int = 0
     """State bytes the hosts still alive at the end exchanged with tasks on
     other executors (over TCP); 0 when every task ran on its subtask's owner."""
+
+
+@dataclass(frozen=True)
+class PlannedInput:
+    """The source's input for the next Spark job: a plan per epoch, none when nothing waits."""
+
+    epochs: tuple[EpochInput, ...]
+    position: Any
+    """The source position after the last epoch (unchanged when none)."""
+    exhausted: bool
+
+    def outcome(self) -> d.InputPlanned:
+        """What the driver learns of it."""
+        earlier = tuple(e.position for e in self.epochs[:-1])
+        return d.InputPlanned(bool(self.epochs), self.position, self.exhausted, earlier)
+
+    @property
+    def size(self) -> int:
+        """The input admitted, in the budget's unit."""
+        return sum(e.size for e in self.epochs)
+
+    def frames(self) -> list[DataFrame]:
+        """Each epoch's records."""
+        return [e.frame for e in self.epochs if e.frame is not None]
+
+    @property
+    def sized_by_budget(self) -> bool:
+        return any(e.sized_by_budget for e in self.epochs)
 
 
 @dataclass(frozen=True)
@@ -115,6 +148,7 @@ class Runner:
             if job.restore == "latest"
             else job.restore
         )
+        several = _runs_several_epochs(graph)
         self.driver = d.Driver(
             d.DriverOptions(
                 exactly_once=self.config.mode == "exactly_once",
@@ -125,6 +159,8 @@ class Runner:
                 max_epochs=max_epochs,
                 restart_strategy=job.restart_strategy,
                 deliver_barriers=True,
+                epochs_per_job=job.epochs_per_job if several else 1,
+                in_job_cuts=several and job.checkpoint_config is not None,
             )
         )
         self.token = secrets.token_hex(16)
@@ -138,14 +174,20 @@ class Runner:
         self.job_dir = f"{job.checkpoint_dir.rstrip('/')}/{job.name}"
         self.coordinator: _internal.Coordinator | None = None
         self.inputs: dict[str, StepInput] = {}
-        self.planned: EpochInput | None = None
+        self.planned: PlannedInput | None = None
         self.routed: DataFrame | None = None
         """The planned input routed to the first step's subtasks, if built already."""
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="weir-plan")
-        """Plans the next epoch's input while an epoch's Spark job runs."""
-        self.prefetch: tuple[Any, int | None, Future[tuple[EpochInput, DataFrame | None]]] | None = None
-        """The position the prefetched input starts after, the budget it was planned with, and
-        its planning and routing."""
+        """Plans the next Spark job's input while one runs."""
+        self.jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="weir-job")
+        """Runs the Spark jobs, so the driver hears the coordinator while one runs."""
+        self.spark_job: _SparkJob | None = None
+        """The Spark job in flight, if any."""
+        self.prefetch: (
+            tuple[tuple[Any, int | None, int], Future[tuple[PlannedInput, DataFrame | None]]] | None
+        ) = None
+        """The position the prefetched input starts after, the budget and the most epochs it was
+        planned with, and its planning and routing."""
         interval = job.checkpoint_config.interval_ms if job.checkpoint_config is not None else None
         self.sizer = EpochSizer(epoch_target_ms(job.epoch_target_ms, interval) / 1000)
         self.tickets: dict[str, tuple[RestoreTicket, ...]] = {}
@@ -174,6 +216,8 @@ class Runner:
         traceback: TracebackType | None,
     ) -> None:
         self.background.shutdown(cancel_futures=True)
+        self.stop_spark_job()
+        self.jobs.shutdown()
         if self.local_host_start is not None:
             self.local_host_start.join()
         if self.coordinator is not None:
@@ -212,9 +256,12 @@ class Runner:
         if isinstance(action, d.Restore):
             return self.restore(action), []
         if isinstance(action, d.PlanInput):
-            return self.plan_input(), []
+            return self.plan_input(action.max_epochs), []
         if isinstance(action, d.RunEpoch):
-            return self.run_epoch(action.order), []
+            self.start_job(action.order)
+            return None, []
+        if isinstance(action, d.AwaitJob):
+            return self.await_job(action.timeout_s)
         if isinstance(action, d.DeliverBarrier):
             return self.deliver_barrier(action), []
         if isinstance(action, d.Wait):
@@ -260,8 +307,9 @@ class Runner:
     def record_final(self, effect: d.RecordFinal) -> None:
         assert self.coordinator is not None
         with self.timed("record"):
-            sinks = {self.graph.sink_uid: self.graph.sink.handle()}
-            self.coordinator.epoch_final(effect.epoch, json.dumps(effect.positions), json.dumps(sinks))
+            self.coordinator.epoch_final(
+                effect.epoch, json.dumps(effect.positions), self.sink_handle(effect.epoch)
+            )
         self.result.epochs = self.driver.epochs_succeeded
         if self.waterfall is not None:
             self.result.waterfalls.append(self.waterfall)
@@ -276,6 +324,22 @@ class Runner:
                     self.driver.restarts,
                 )
             )
+
+    def sink_handle(self, cut: int) -> str:
+        """The sink's handle a checkpoint cut after epoch ``cut`` records, as JSON by sink uid."""
+        return json.dumps({self.graph.sink_uid: self.graph.sink.handle(up_to=cut)})
+
+    def plan_cuts(self, order: d.EpochOrder) -> None:
+        """Tells the coordinator what a checkpoint cut after each of the order's epochs records,
+        so it may cut between them while their Spark job runs; the job's staging is ready, so
+        each epoch's handle names the epochs up to it."""
+        assert self.coordinator is not None and order.positions is not None
+        self.coordinator.epochs_planned(
+            [
+                (epoch, json.dumps(positions), self.sink_handle(epoch))
+                for epoch, positions in zip(order.epochs, order.positions, strict=True)
+            ]
+        )
 
     def trigger_savepoint(self, request: d.SavepointRequest) -> list[d.SavepointStarted]:
         assert self.coordinator is not None
@@ -400,65 +464,83 @@ class Runner:
             **_coordinator_addresses(self.job),
         )
 
-    def plan_input(self) -> d.InputPlanned:
+    def plan_input(self, max_epochs: int) -> d.InputPlanned:
         generation_position = self.driver.generation.position if self.driver.generation else None
         started = time.perf_counter()
         budget = self.sizer.budget()
-        planned, routed = self.prefetched(generation_position, budget) or (
-            self.plan_after(generation_position, budget),
+        planned, routed = self.prefetched(generation_position, budget, max_epochs) or (
+            self.plan_after(generation_position, budget, max_epochs),
             None,
         )
         self.plan_seconds = time.perf_counter() - started
-        self.planned = planned if planned.frame is not None else None
+        self.planned = planned if planned.epochs else None
         self.routed = routed if self.planned is not None else None
-        return d.InputPlanned(planned.frame is not None, planned.position, planned.exhausted)
+        return planned.outcome()
 
-    def plan_after(self, position: Any, budget: int | None) -> EpochInput:
+    def plan_after(self, position: Any, budget: int | None, max_epochs: int) -> PlannedInput:
+        """Up to ``max_epochs`` epochs of the input waiting after ``position``, ``budget`` each."""
         steps = self.graph.steps
         parallelism = steps[0].parallelism if steps else self.job.parallelism
-        return self.graph.source.plan(self.job.spark, position, parallelism, budget)
+        epochs: list[EpochInput] = []
+        exhausted = False
+        while len(epochs) < max_epochs and not exhausted:
+            planned = self.graph.source.plan(self.job.spark, position, parallelism, budget)
+            exhausted = planned.exhausted
+            if planned.frame is None:
+                break
+            epochs.append(planned)
+            position = planned.position
+        return PlannedInput(tuple(epochs), position, exhausted)
 
-    def prefetch_next_input(self) -> None:
-        """Plans the input after the running epoch's in the background, and routes it to the
+    def prefetch_next_input(self, max_epochs: int) -> None:
+        """Plans the input after the running job's in the background, and routes it to the
         first step's subtasks: listing and resolving files and Spark's analysis of the routed
-        plan are driver work (50-70 ms an epoch) the next epoch need not wait for. A source
+        plan are driver work (50-70 ms an epoch) the next job need not wait for. A source
         plans the same records from the same position, so planning early changes nothing but
         when new files are seen."""
         planned = self.planned
         if planned is None or planned.exhausted:
             return
         budget = self.sizer.budget()
-        future = self.background.submit(self.plan_and_route, planned.position, budget)
-        self.prefetch = (planned.position, budget, future)
+        future = self.background.submit(self.plan_and_route, planned.position, budget, max_epochs)
+        self.prefetch = ((planned.position, budget, max_epochs), future)
 
-    def plan_and_route(self, position: Any, budget: int | None) -> tuple[EpochInput, DataFrame | None]:
-        planned = self.plan_after(position, budget)
-        routed = None if planned.frame is None else self.planner.routed(planned.frame)
+    def plan_and_route(
+        self, position: Any, budget: int | None, max_epochs: int
+    ) -> tuple[PlannedInput, DataFrame | None]:
+        planned = self.plan_after(position, budget, max_epochs)
+        routed = self.planner.routed(planned.frames()) if planned.epochs else None
         return planned, routed
 
-    def prefetched(self, position: Any, budget: int | None) -> tuple[EpochInput, DataFrame | None] | None:
+    def prefetched(
+        self, position: Any, budget: int | None, max_epochs: int
+    ) -> tuple[PlannedInput, DataFrame | None] | None:
         """The prefetched input after ``position`` and its routing, if one was planned (else
         ``None``: plan it now, which also reports whatever error planning it early met).
 
-        The prefetch was planned before the running epoch's time was known: an input the
+        The prefetch was planned before the running job's time was known: an input the
         budget sized is planned again when the budget has since more than doubled or halved
         (the first epochs of a job whose epochs are sized by time)."""
         prefetch, self.prefetch = self.prefetch, None
-        if prefetch is None or prefetch[0] != position:
+        if prefetch is None:
+            return None
+        (after, planned_budget, planned_epochs), future = prefetch
+        if after != position or planned_epochs != max_epochs:
             return None
         try:
-            planned = prefetch[2].result()
+            planned = future.result()
         except Exception:  # noqa: BLE001 - planned again on the spot, which raises it
             return None
-        if planned[0].sized_by_budget and budget_drifted(prefetch[1], budget):
+        if planned[0].sized_by_budget and budget_drifted(planned_budget, budget):
             return None
         return planned
 
-    def run_epoch(self, order: d.EpochOrder) -> d.EpochSucceeded | d.EpochFailed:
-        frame = routed = None
+    def start_job(self, order: d.EpochOrder) -> None:
+        """Builds the Spark job of the order's epochs and starts it on the job thread."""
+        inputs = routed = None
         if order.data:
-            assert self.planned is not None
-            frame, routed = self.planned.frame, self.routed
+            assert self.planned is not None and len(self.planned.epochs) == len(order.epochs)
+            inputs, routed = self.planned.frames(), self.routed
         self.waterfall = EpochWaterfall(order.epoch, {"plan": self.plan_seconds if order.data else 0.0})
         self.phases.value = {}
         started = time.monotonic()
@@ -466,32 +548,75 @@ class Runner:
         # definition (a missing column, a bad schema), not a failure to retry.
         with self.timed("build"):
             write = self.task_writer(order)
-            output = self.planner.frame(frame, lambda step: self.task(order, step), routed, write)
+            if order.positions is not None:
+                self.plan_cuts(order)
+            output = self.planner.frame(inputs, lambda step: self.task(order, step), routed, write)
         if order.data:
-            self.prefetch_next_input()
+            self.prefetch_next_input(self.driver.options.epochs_per_job)
         spark_writes = order.data and write is None
         self.byte_limit.apply(self.arrow_inputs_fixed_width(output, spark_writes))
-        try:
-            with self.timed("spark_job"):
-                if spark_writes:
-                    assert output is not None
-                    self.graph.sink.write_epoch(output, order.epoch)
-                elif output is not None:
-                    # The tasks wrote the output, or there is none (no input); every task
-                    # must run.
-                    output.write.format("noop").mode("overwrite").save()
-        except AnalysisException:
-            raise
-        except Exception as error:  # noqa: BLE001 - any task failure restores the job
-            self.progress.epoch_failed()
-            return d.EpochFailed(order.epoch, error)
+        future = self.jobs.submit(self.run_spark_job, order, output, spark_writes)
+        self.spark_job = _SparkJob(order, started, future)
+
+    def run_spark_job(self, order: d.EpochOrder, output: DataFrame | None, spark_writes: bool) -> None:
+        """The Spark action of a job (on the job thread)."""
+        with self.timed("spark_job"):
+            if spark_writes:
+                assert output is not None
+                self.graph.sink.write_epoch(output, order.epoch)
+            elif output is not None:
+                # The tasks wrote the output, or there is none (no input); every task
+                # must run.
+                output.write.format("noop").mode("overwrite").save()
+
+    def await_job(self, timeout_s: float) -> tuple[d.Outcome | None, list[CoordinatorEvent]]:
+        """Waits up to ``timeout_s`` for the running Spark job's outcome, or less if the
+        coordinator reports events first."""
+        job = self.spark_job
+        assert job is not None, "a Spark job to await"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                job.future.result(timeout=min(JOB_POLL_S, max(0.0, deadline - time.monotonic())))
+            except FutureTimeout:
+                events = self.poll(0.0)
+                if events or time.monotonic() >= deadline:
+                    return None, events
+                continue
+            except AnalysisException:
+                # The job's definition (a missing column, a bad schema), not a failure to retry.
+                self.spark_job = None
+                raise
+            except Exception as error:  # noqa: BLE001 - any task failure restores the job
+                self.spark_job = None
+                self.progress.epoch_failed()
+                return d.EpochFailed(job.order.epoch, error), []
+            self.spark_job = None
+            return self.job_succeeded(job), []
+
+    def job_succeeded(self, job: _SparkJob) -> d.EpochSucceeded:
+        order = job.order
+        assert self.waterfall is not None
         self.waterfall.tasks = dict(self.phases.value)
         self.check_every_subtask_ran(self.waterfall.tasks)
-        elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - job.started
         if order.data and self.planned is not None:
-            self.sizer.observe(self.planned.size, elapsed)
+            # Each epoch's share: the budget is per epoch, and epochs share the job's fixed cost.
+            epochs = len(order.epochs)
+            self.sizer.observe(self.planned.size // epochs, elapsed / epochs)
         self.progress.epoch_ran(elapsed)
         return d.EpochSucceeded(order.epoch)
+
+    def stop_spark_job(self) -> None:
+        """Cancels the Spark job in flight, if any, and waits until it ended (the run ends
+        with it: an interrupt, or an error the driver cannot recover from)."""
+        job, self.spark_job = self.spark_job, None
+        if job is None:
+            return
+        self.job.spark.sparkContext.cancelAllJobs()
+        # Cancelled: how it ended does not matter now.
+        with contextlib.suppress(Exception):
+            job.future.result()
 
     def arrow_inputs_fixed_width(self, output: DataFrame | None, spark_writes: bool) -> bool:
         """Whether every ``mapInArrow`` input of the epoch's Spark job has fixed-width columns
@@ -516,7 +641,7 @@ class Runner:
             or not isinstance(sink, TaskWrittenSink)
         ):
             return None
-        return sink.task_writer(order.epoch, self.arrow_output(steps[-1]))
+        return sink.task_writer(order.epochs, self.arrow_output(steps[-1]))
 
     def check_every_subtask_ran(self, phases: dict[str, list[float]]) -> None:
         """Barriers, final epochs and notifications reach a subtask through its task in every
@@ -535,7 +660,7 @@ class Runner:
         """Hands a barrier to every subtask's owner host from the driver: no Spark job, and the
         checkpoint's uploads start before the next epoch is even planned."""
         order = d.EpochOrder(
-            epoch=self.driver.epoch,
+            epochs=(self.driver.epoch,),
             generation=action.generation,
             data=False,
             barrier=action.barrier,
@@ -579,9 +704,16 @@ class Runner:
             )
         (operator,) = [o for o in order.operators if o.uid == step.uid]
         at_cut = operator.restore_cut is not None and operator.final_epoch == operator.restore_cut
+        in_job = None
+        if order.positions is not None:
+            in_job = InJobBarriers(
+                self.job.checkpoint_storage_options,
+                incremental=self.job.state_backend.incremental,
+                compression=self.config.snapshot_compression,
+            )
         return OperatorTask(
             operator=self.spec(step),
-            epoch=order.epoch,
+            epochs=order.epochs,
             generation=order.generation,
             final_epoch=operator.final_epoch,
             barrier=barrier,
@@ -591,6 +723,7 @@ class Runner:
             restore_tickets=self.tickets.get(step.uid) if at_cut else None,
             hosts=self.host_access(),
             owners={subtask: address for (uid, subtask), address in owners.items() if uid == step.uid},
+            in_job_barriers=in_job,
         )
 
     def host_access(self) -> HostAccess:
@@ -660,6 +793,15 @@ class Runner:
         return result
 
 
+@dataclass(frozen=True)
+class _SparkJob:
+    """A Spark job in flight: its order, when it started, and its action's future."""
+
+    order: d.EpochOrder
+    started: float
+    future: Future[None]
+
+
 class _DriverStep:
     """Times a driver step of the current epoch's waterfall (nothing without one)."""
 
@@ -687,6 +829,20 @@ def _coordinator_addresses(job: StreamJob) -> dict[str, str]:
     if bind in ("0.0.0.0", "::") and host:
         return {"bind": bind, "advertise": host}
     return {"bind": bind}
+
+
+def _runs_several_epochs(graph: JobGraph) -> bool:
+    """Whether one Spark job may run several epochs of ``graph``: every stateful step sees the
+    epoch of each row (only the first step's transforms come before the tag), and the last
+    step's tasks stage the output themselves, so all of an epoch is staged once they are done
+    with it (which also lets checkpoints cut between the epochs of a running job)."""
+    steps = graph.steps
+    return (
+        bool(steps)
+        and isinstance(graph.sink, TaskWrittenSink)
+        and not graph.transforms_after
+        and not any(step.transforms_before for step in steps[1:])
+    )
 
 
 def _is_local_mode(master: str) -> bool:

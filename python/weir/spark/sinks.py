@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -48,8 +48,9 @@ class Sink(Protocol):
         """Publishes every staged epoch ``<= epoch``; idempotent."""
         ...
 
-    def handle(self) -> Handle:
-        """The staged, unpublished epochs (stored with checkpoints)."""
+    def handle(self, up_to: int | None = None) -> Handle:
+        """The staged, unpublished epochs (stored with checkpoints), those ``<= up_to`` if
+        given: what a checkpoint cut after epoch ``up_to`` covers."""
         ...
 
     def recover(self, handle: Handle) -> None:
@@ -63,8 +64,9 @@ class Sink(Protocol):
         ...
 
 
-PartitionWriter = Callable[[Iterator["pa.RecordBatch"]], None]
-"""Writes the output batches of one task of an epoch (a picklable callable)."""
+PartitionWriter = Callable[[int, Iterator["pa.RecordBatch"]], None]
+"""Writes one task's output batches of one epoch, ``writer(epoch, batches)`` (a picklable
+callable)."""
 
 
 @runtime_checkable
@@ -72,9 +74,10 @@ class TaskWrittenSink(Sink, Protocol):
     """A sink whose output the epoch's tasks write themselves: the driver hands the last
     stateful step a writer, and the epoch's Spark job has no output of its own."""
 
-    def task_writer(self, epoch: int, schema: pa.Schema) -> PartitionWriter:
-        """Prepares the staging of ``epoch``, whose rows have ``schema`` (the Arrow schema of
-        the tasks' batches); returns what each of its tasks calls with its output batches."""
+    def task_writer(self, epochs: Sequence[int], schema: pa.Schema) -> PartitionWriter:
+        """Prepares the staging of ``epochs`` (one Spark job's), whose rows have ``schema`` (the
+        Arrow schema of the tasks' batches); returns what each of their tasks calls with an epoch
+        and its output batches of that epoch."""
         ...
 
 
@@ -125,20 +128,21 @@ class ParquetFilesSink:
     def _staged_epochs(self) -> list[int]:
         return _epoch_dirs(self._staging_root())
 
-    def task_writer(self, epoch: int, schema: pa.Schema) -> PartitionWriter:
-        """Empties the epoch's staging directory (a run of it that failed part-way may have
-        left files); returns the writer of a task's file there."""
-        staged = self._staged(epoch)
-        shutil.rmtree(staged, ignore_errors=True)
-        os.makedirs(staged)
-        return partial(_write_partition, staged, schema)
+    def task_writer(self, epochs: Sequence[int], schema: pa.Schema) -> PartitionWriter:
+        """Empties the epochs' staging directories (a run of them that failed part-way may
+        have left files); returns the writer of a task's file in an epoch's directory."""
+        for epoch in epochs:
+            staged = self._staged(epoch)
+            shutil.rmtree(staged, ignore_errors=True)
+            os.makedirs(staged)
+        return partial(_write_partition, self._staging_root(), schema)
 
     def write_epoch(self, frame: DataFrame, epoch: int) -> None:
         """Writes the epoch's output to its staging directory, a file per partition."""
-        write = self.task_writer(epoch, arrow_schema(frame.schema, frame.sparkSession))
+        write = self.task_writer([epoch], arrow_schema(frame.schema, frame.sparkSession))
 
         def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            write(batches)
+            write(epoch, batches)
             return iter(())
 
         frame.mapInArrow(written, frame.schema).write.format("noop").mode("overwrite").save()
@@ -158,9 +162,9 @@ class ParquetFilesSink:
             )
         os.rename(self._staged(epoch), self._published(epoch))
 
-    def handle(self) -> Handle:
-        """The staged epochs."""
-        return {"staged": self._staged_epochs()}
+    def handle(self, up_to: int | None = None) -> Handle:
+        """The staged epochs (those ``<= up_to`` if given)."""
+        return {"staged": _up_to(self._staged_epochs(), up_to)}
 
     def recover(self, handle: Handle) -> None:
         """Publishes the epochs of ``handle``, deletes every other staged epoch."""
@@ -197,9 +201,9 @@ class CollectSink:
             self.rows.extend(self._staged.pop(staged))
             self._published.add(staged)
 
-    def handle(self) -> Handle:
-        """The staged epochs."""
-        return {"staged": sorted(self._staged)}
+    def handle(self, up_to: int | None = None) -> Handle:
+        """The staged epochs (those ``<= up_to`` if given)."""
+        return {"staged": _up_to(sorted(self._staged), up_to)}
 
     def recover(self, handle: Handle) -> None:
         """Publishes the epochs of ``handle`` still staged here, drops the rest."""
@@ -216,16 +220,22 @@ class CollectSink:
         return max([0, *self._staged, *self._published])
 
 
-def _write_partition(directory: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
-    """Writes a task's rows to ``part-<partition>.parquet`` in ``directory``, empty too (so
-    an epoch without rows still has its schema). The file is written under a hidden name
-    and renamed into place, so a retried task replaces it whole."""
+def _up_to(epochs: list[int], up_to: int | None) -> list[int]:
+    return epochs if up_to is None else [epoch for epoch in epochs if epoch <= up_to]
+
+
+def _write_partition(staging: str, schema: pa.Schema, epoch: int, batches: Iterator[pa.RecordBatch]) -> None:
+    """Writes a task's rows of ``epoch`` to ``part-<partition>.parquet`` in the epoch's
+    directory under ``staging``, empty too (so an epoch without rows still has its schema).
+    The file is written under a hidden name and renamed into place, so a retried task
+    replaces it whole."""
     import pyarrow.parquet as pq
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise StateError("the Parquet sink's files are written inside a Spark task")
+    directory = os.path.join(staging, f"epoch={epoch}")
     name = f"part-{context.partitionId():05d}.parquet"
     hidden = os.path.join(directory, f".{name}.{context.taskAttemptId()}")
     writer: pq.ParquetWriter | None = None

@@ -1,10 +1,13 @@
-"""What one epoch's tasks are told: the operator, the epoch, and any barrier.
+"""What one Spark job's tasks are told: the operator, the epochs, and any barrier.
 
 An :class:`OperatorTask` travels to the Python workers inside the
 ``mapInArrow`` closure of its stateful step, so every task of subtask ``s``
-of an operator in epoch ``e`` learns, in-band and before its first record,
-which epochs are final, whether a barrier precedes its records, and which
-checkpoint (if any) its state must be restored from.
+of an operator learns, in-band and before its first record, which epochs it
+runs (one, or several in a row), which epochs are final, whether a barrier
+precedes its records, and which checkpoint (if any) its state must be
+restored from. With several epochs, the task also learns at each epoch
+boundary from the coordinator which barriers to take there
+(:class:`InJobBarriers`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ if TYPE_CHECKING:
     from weir.checkpoint import RestoreTicket
     from weir.config import SnapshotCompression, TlsFiles
     from weir.types import ValueType
+
+EPOCH = "__weir_epoch"
+"""Internal column: the place of each row's epoch among the epochs of its Spark job (0 for the
+first), when the job runs several; the rows of each subtask then arrive sorted by it."""
 
 KEY_GROUP = "__weir_key_group"
 """Internal column: the key group of the row's key, computed in the JVM; only for key
@@ -70,6 +77,32 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class InJobBarriers:
+    """How tasks take the barriers the coordinator grants at epoch boundaries inside their
+    Spark job: they report each boundary (``registry_url``) and take what they are given,
+    with these settings (the job's, as :class:`Barrier` has them)."""
+
+    storage_options: dict[str, str]
+    incremental: bool
+    """RocksDB checkpoints store RocksDB's own files (never savepoints)."""
+    compression: SnapshotCompression
+
+    def barrier(self, granted: tuple[int, str, int, str, int | None], ack_url: str) -> Barrier:
+        """The barrier of a grant ``(checkpoint id, kind, cut, storage, incremental base)``."""
+        checkpoint_id, kind, cut, storage, base = granted
+        return Barrier(
+            checkpoint_id,
+            cut,
+            storage,
+            self.storage_options,
+            ack_url,
+            incremental=self.incremental and kind == "checkpoint",
+            base=base,
+            compression=self.compression,
+        )
+
+
+@dataclass(frozen=True)
 class OperatorSpec:
     """A stateful operator, the same for every epoch of a run."""
 
@@ -92,10 +125,11 @@ class OperatorSpec:
 
 @dataclass(frozen=True)
 class OperatorTask:
-    """Everything a task of one operator in one epoch needs besides its rows."""
+    """Everything a task of one operator in one Spark job needs besides its rows."""
 
     operator: OperatorSpec
-    epoch: int
+    epochs: tuple[int, ...]
+    """The epochs the task runs, in order: consecutive numbers, one or more."""
     generation: int
     final_epoch: int | None
     """Every epoch up to this one succeeded: fold it into the base first."""
@@ -111,3 +145,6 @@ class OperatorTask:
     hosts: HostAccess
     owners: dict[int, str]
     """The address of each subtask's owning host known so far in this generation."""
+    in_job_barriers: InJobBarriers | None = None
+    """Set when the task reports its epoch boundaries to the coordinator and takes the barriers
+    granted there; otherwise barriers reach it only from the driver, between Spark jobs."""

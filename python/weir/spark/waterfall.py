@@ -3,11 +3,11 @@
 The driver times its own steps (planning the input, building the Spark plan,
 the Spark job, telling the coordinator, publishing); every task times its
 phases (waiting for input rows, which is the scan and shuffle upstream of
-it; attaching to its state; the barrier's synchronous part; beginning the
-epoch; the function with its state accesses; converting output; writing
-state back; committing) and sends them to the driver in an accumulator. The
-job's progress output prints one line per epoch at debug level; benchmarks
-print it for a whole run.
+it; attaching to its state; the barriers' synchronous parts; beginning the
+epochs; the function with its state accesses; converting output; reporting
+epoch boundaries to the coordinator; writing state back; committing) and
+sends them to the driver in an accumulator. The job's progress output prints
+one line per Spark job at debug level; benchmarks print it for a whole run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,17 @@ from pyspark.accumulators import AccumulatorParam
 
 __all__ = ["DRIVER_STEPS", "TASK_PHASES", "EpochWaterfall", "PhaseTimes", "TaskClock"]
 
-TASK_PHASES = ("input", "attach", "barrier", "begin", "function", "output", "write_back", "commit")
+TASK_PHASES = (
+    "input",
+    "attach",
+    "barrier",
+    "begin",
+    "function",
+    "output",
+    "boundary",
+    "write_back",
+    "commit",
+)
 """A task's phases, in order."""
 DRIVER_STEPS = ("plan", "build", "spark_job", "record", "barrier", "publish")
 """The driver's steps around an epoch, in order."""

@@ -1,12 +1,21 @@
-"""The task side of an epoch: runs in Spark's Python workers inside ``mapInArrow``.
+"""The task side of a Spark job: runs in Spark's Python workers inside ``mapInArrow``.
 
-A task of epoch ``e`` for subtask ``s`` (= its Spark partition) of one
-stateful operator attaches to the subtask's state host, takes the barrier's snapshot if one precedes its
-records, begins attempt ``a`` of ``e`` (which folds the final epochs into the
-base and discards an earlier attempt's writes, so retries are harmless), runs
-the user's function over its Arrow batches with batched state access, and
-commits. Every subtask runs a task in every epoch, even without rows, so
-barriers and notifications reach all of them.
+A task for subtask ``s`` (= its Spark partition) of one stateful operator
+attaches to the subtask's state host, takes the barrier's snapshot if one
+precedes its records, and runs the epochs of its job in order. For each it
+begins attempt ``a`` (which folds the final epochs into the base and
+discards an earlier attempt's writes, so retries are harmless), runs the
+user's function over the epoch's Arrow batches with batched state access,
+and commits. Every subtask runs a task in every Spark job, even without
+rows, so barriers and notifications reach all of them.
+
+When the job runs several epochs, its rows carry their epoch (:data:`EPOCH`)
+and arrive sorted by it, and the task reports every epoch boundary to the
+coordinator, which may answer with a checkpoint's barrier: the task then
+writes the state the function changed back before it commits that epoch,
+and takes the barrier before it begins the next one (see
+:class:`~weir.spark.tasks.InJobBarriers`). Otherwise the state goes back once,
+at the end of the task.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from contextlib import contextmanager
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import Accumulator, TaskContext
 
@@ -24,12 +34,13 @@ from weir.exceptions import StateError
 from weir.functions import VectorizedKeyedFunction
 from weir.runtime import OperatorRunner
 from weir.spark import _host
-from weir.spark.tasks import KEY_GROUP, OperatorSpec, OperatorTask
+from weir.spark.tasks import EPOCH, KEY_GROUP, OperatorSpec, OperatorTask
 from weir.spark.waterfall import TaskClock, Totals
 
 if TYPE_CHECKING:
-    from weir._internal import KeyBatch
+    from weir._internal import KeyBatch, Session
     from weir.spark.sinks import PartitionWriter
+    from weir.spark.tasks import Barrier
 
 ATTEMPT_IDS = 1 << 32
 """Attempts are Spark's task attempt ids (unique in the application) modulo this."""
@@ -45,10 +56,10 @@ def run_epoch_task(
     phases: Accumulator[Totals],
     write: PartitionWriter | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function of one operator in one epoch (see the module
+    """The ``mapInArrow`` function of one operator in one Spark job (see the module
     docs); counts the records it processed into ``records`` if given, and its
     phases' times into ``phases``. With ``write`` (the sink's, for the last
-    step), the output goes to it instead of back to Spark."""
+    step), each epoch's output goes to it instead of back to Spark."""
     context = TaskContext.get()
     if context is None:
         raise StateError("a Weir epoch task must run inside a Spark task")
@@ -61,12 +72,12 @@ def run_epoch_task(
         session = _host.open_session(task, partition)
     if task.barrier is not None:
         with clock.phase("barrier"):
-            _host.take_barrier(session, task)
+            _host.take_barrier(session, task.barrier, task.hosts.token)
     with clock.phase("begin"):
-        session.begin(task.epoch, attempt, task.final_epoch)
         key_range = _host.key_group_range(op.max_parallelism, op.parallelism, partition)
         # The task fails as a whole on any error (its writes are dropped on retry), so the
-        # runner may keep state cached across batches and write it back once, at the end.
+        # runner may keep state cached across batches and epochs and write it back only
+        # where a barrier or the task's end needs it.
         runner = OperatorRunner(
             op.function,
             session,
@@ -77,22 +88,125 @@ def run_epoch_task(
         runner.open()
         if task.notify_complete is not None:
             runner.notify_checkpoint_complete(task.notify_complete)
+    boundaries = _Boundaries(task, partition, session, clock)
+    boundaries.take(boundaries.report(task.final_epoch, task.epochs[0]))
     count = records.add if records is not None else _ignore
-    outputs = process_batches(runner, op, clock.timed("input", batches), count, clock)
-    if write is None:
-        yield from outputs
-    else:
-        write(outputs)
-    with clock.phase("write_back"):
-        # Functions live for one task, and every task ends at a potential cut, so
-        # a CheckpointedFunction hands its in-memory data to operator state at the
-        # end of every task; the id is the checkpoint this epoch may become the
-        # cut of (0 when none is pending).
-        runner.snapshot_state(task.pending_checkpoint or 0)
-        runner.close()
-    with clock.phase("commit"):
-        session.commit(task.epoch, attempt)
+    epochs = task.epochs
+    inputs = clock.timed("input", batches)
+    for index, (epoch, rows) in enumerate(epoch_slices(epochs, inputs)):
+        last = index == len(epochs) - 1
+        with clock.phase("begin"):
+            session.begin(epoch, attempt, task.final_epoch)
+        outputs = process_batches(runner, op, rows, count, clock)
+        if write is not None:
+            write(epoch, outputs)
+        elif len(epochs) == 1:
+            yield from outputs
+        else:
+            for out in outputs:
+                yield _with_epoch(out, index)
+        barriers = boundaries.report(epoch, None if last else epochs[index + 1])
+        if barriers or last:
+            with clock.phase("write_back"):
+                # State goes back to the host at each barrier and at the end of the task,
+                # which may be a cut too; a CheckpointedFunction hands its in-memory data to
+                # operator state there, with the checkpoint it goes into (0: none known yet).
+                runner.snapshot_state(barriers[0].checkpoint_id if barriers else task.pending_checkpoint or 0)
+                if last:
+                    runner.close()
+        with clock.phase("commit"):
+            session.commit(epoch, attempt)
+        boundaries.take(barriers)
     phases.add(clock.totals())
+
+
+class _Boundaries:
+    """A task's epoch boundaries: what it reports there, and the barriers it takes."""
+
+    def __init__(self, task: OperatorTask, partition: int, session: Session, clock: TaskClock) -> None:
+        self.task, self.partition, self.session, self.clock = task, partition, session, clock
+
+    def report(self, done: int | None, next_epoch: int | None) -> list[Barrier]:
+        """The barriers that follow epoch ``done`` for this subtask (none when the task takes
+        barriers from the driver only)."""
+        if self.task.in_job_barriers is None:
+            return []
+        with self.clock.phase("boundary"):
+            return _host.report_progress(self.task, self.partition, done, next_epoch)
+
+    def take(self, barriers: list[Barrier]) -> None:
+        """Takes each barrier's synchronous part; the epoch it cuts is committed."""
+        for barrier in barriers:
+            with self.clock.phase("barrier"):
+                _host.take_barrier(self.session, barrier, self.task.hosts.token)
+
+
+def epoch_slices(
+    epochs: tuple[int, ...], batches: Iterator[pa.RecordBatch]
+) -> Iterator[tuple[int, Iterator[pa.RecordBatch]]]:
+    """Each epoch of ``epochs`` in order with its rows; every epoch comes, with or without
+    rows. One epoch gets every batch as it is; several get rows sorted by :data:`EPOCH` (the
+    epoch's place in ``epochs``), and each epoch's batches without that column. An epoch's
+    batches must be consumed before the next epoch is asked for."""
+    if len(epochs) == 1:
+        yield epochs[0], batches
+        return
+    stream = _EpochStream(batches, len(epochs))
+    for index, epoch in enumerate(epochs):
+        yield epoch, stream.rows_of(index)
+    stream.check_drained()
+
+
+class _EpochStream:
+    """Rows sorted by their epoch's place in the job, cut into each epoch's batches."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], epochs: int) -> None:
+        self.batches = batches
+        self.epochs = epochs
+        self.held: pa.RecordBatch | None = None
+        """The rows of a later epoch already read."""
+
+    def _next(self) -> pa.RecordBatch | None:
+        held, self.held = self.held, None
+        if held is not None:
+            return held
+        for batch in self.batches:
+            if batch.num_rows:
+                return batch
+        return None
+
+    def rows_of(self, index: int) -> Iterator[pa.RecordBatch]:
+        """The batches of the epoch at ``index``: rows up to the first of a later epoch."""
+        while (batch := self._next()) is not None:
+            tags = batch.column(EPOCH).to_numpy()
+            if tags[0] != index:
+                self._check(int(tags[0]), index)
+                self.held = batch
+                return
+            end = int(np.searchsorted(tags, index, side="right"))
+            if end < batch.num_rows:
+                self.held = batch.slice(end)
+                batch = batch.slice(0, end)
+            yield batch.drop_columns([EPOCH])
+            if self.held is not None:
+                return
+
+    def _check(self, found: int, expected: int) -> None:
+        if not expected <= found < self.epochs:
+            raise StateError(
+                f"a row of the job's epoch #{found} arrived while epoch #{expected} of its "
+                f"{self.epochs} ran: the task's rows are not sorted by epoch"
+            )
+
+    def check_drained(self) -> None:
+        rest = self._next()
+        if rest is not None:
+            self._check(int(rest.column(EPOCH)[0].as_py()), self.epochs)
+
+
+def _with_epoch(batch: pa.RecordBatch, index: int) -> pa.RecordBatch:
+    """An output batch tagged with its epoch's place in the job, for the next step."""
+    return batch.append_column(EPOCH, pa.repeat(pa.scalar(index, pa.int64()), batch.num_rows))
 
 
 def process_batches(

@@ -20,6 +20,7 @@ from weir.coordinator import (
 )
 from weir.exceptions import StateLostError
 from weir.spark.driver import (
+    AwaitJob,
     BarrierDelivered,
     CancelUploads,
     CutAtLastFinal,
@@ -452,9 +453,11 @@ def test_a_stop_savepoint_triggered_after_a_checkpoint_gets_a_cut_of_its_own() -
     shell.start()
     shell.run_data_epoch(100)
     request = SavepointRequest("file:///savepoints", stop=True)
-    shell.step(None, (CheckpointTriggered(5, "checkpoint"),), requests=(request,))
-    shell.step(None, started=(SavepointStarted(request, 6),))
-    decision = shell.step(None, (CheckpointTriggered(6, "savepoint"),))
+    decision = shell.step(None, (CheckpointTriggered(5, "checkpoint"),), requests=(request,))
+    assert CutAtLastFinal() in decision.effects
+    decision = shell.step(
+        None, (CheckpointTriggered(6, "savepoint"),), started=(SavepointStarted(request, 6),)
+    )
     assert CutAtLastFinal() in decision.effects
     last = shell.driver.epoch
     decision = shell.step(None, (barrier(5, last),))
@@ -471,8 +474,93 @@ def test_a_stop_savepoint_triggered_after_a_checkpoint_gets_a_cut_of_its_own() -
 def test_an_aborted_checkpoint_no_longer_waits_for_a_cut() -> None:
     shell = Shell(deliver_barriers=True)
     shell.start()
-    shell.step(InputPlanned(False, {"next": 0}, False), (CheckpointTriggered(1, "checkpoint"),))
+    decision = shell.step(InputPlanned(False, {"next": 0}, False), (CheckpointTriggered(1, "checkpoint"),))
+    assert isinstance(decision.action, RunEpoch) and not decision.action.order.data
     decision = shell.step(None, (CheckpointAborted(1, "checkpoint", "expired"),))
-    assert decision.action == PlanInput() or isinstance(decision.action, Wait)
+    assert isinstance(decision.action, AwaitJob) and CancelUploads(1) in decision.effects
+    decision = shell.succeed(shell.driver.epoch)
+    assert isinstance(decision.action, PlanInput)
     decision = shell.step(InputPlanned(False, {"next": 0}, False))
     assert isinstance(decision.action, Wait), "no epoch runs for an aborted checkpoint"
+
+
+def test_one_spark_job_runs_the_epochs_whose_input_waits() -> None:
+    shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
+    decision = shell.start()
+    assert decision.action == PlanInput(4)
+    decision = shell.step(InputPlanned(True, {"next": 300}, False, ({"next": 100}, {"next": 200})))
+    assert isinstance(decision.action, RunEpoch)
+    order = decision.action.order
+    assert order.epochs == (1, 2, 3) and order.epoch == 3
+    # What a checkpoint cut after each epoch records, for cuts while the job runs.
+    assert order.positions == ({SOURCE: {"next": 100}}, {SOURCE: {"next": 200}}, {SOURCE: {"next": 300}})
+    shell.succeed(3)
+    assert shell.of(RecordFinal) == [RecordFinal(3, {SOURCE: {"next": 300}})]
+    assert shell.driver.epochs_succeeded == 3
+    # Without in-job cuts (the tasks do not stage the output), no positions go to the tasks.
+    plain = Shell(epochs_per_job=2)
+    plain.start()
+    decision = plain.step(InputPlanned(True, {"next": 200}, False, ({"next": 100},)))
+    assert decision.action.order.epochs == (1, 2) and decision.action.order.positions is None
+
+
+def test_a_job_of_several_epochs_stays_within_the_epoch_budget() -> None:
+    shell = Shell(epochs_per_job=4, max_epochs=6)
+    shell.start()
+    decision = shell.step(
+        InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300}))
+    )
+    decision = shell.succeed(decision.action.order.epoch)
+    assert decision.action == PlanInput(2), "two epochs of the budget are left"
+
+
+def test_every_barrier_cut_inside_a_job_reaches_the_hosts_after_it() -> None:
+    shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
+    shell.start()
+    decision = shell.step(
+        InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300}))
+    )
+    # Two checkpoints cut while the job ran; subtasks that finished first get them from the driver.
+    events = (
+        CheckpointTriggered(1, "checkpoint"),
+        barrier(1, 2),
+        CheckpointTriggered(2, "checkpoint"),
+        barrier(2, 4),
+    )
+    decision = shell.succeed(decision.action.order.epoch, events)
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(1, 2)
+    decision = shell.step(BarrierDelivered(1))
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(2, 4)
+    decision = shell.step(BarrierDelivered(2))
+    assert isinstance(decision.action, PlanInput)
+
+
+def test_a_checkpoint_cut_inside_a_failed_job_publishes_and_is_restored() -> None:
+    shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
+    shell.start()
+    shell.step(InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300})))
+    events = (CheckpointTriggered(1, "checkpoint"), barrier(1, 2), completed(1, 2))
+    decision = shell.step(EpochFailed(4, RuntimeError("Python worker exited unexpectedly")), events)
+    assert Publish(2) in decision.effects, "the completed checkpoint's output is published first"
+    assert isinstance(decision.action, Restore) and decision.action.path == "file:///ckpt/job/chk-1"
+
+
+def test_while_a_job_runs_checkpoints_publish_and_aborted_ones_cancel_at_once() -> None:
+    shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
+    shell.start()
+    decision = shell.step(
+        InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300}))
+    )
+    assert isinstance(decision.action, RunEpoch)
+    decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"), barrier(1, 2), completed(1, 2)))
+    assert decision.action == AwaitJob(0.2)
+    assert Publish(2) in decision.effects, "a checkpoint cut inside the job publishes before its end"
+    decision = shell.step(
+        None, (CheckpointTriggered(2, "checkpoint"), CheckpointAborted(2, "checkpoint", "expired"))
+    )
+    assert CancelUploads(2) in decision.effects and isinstance(decision.action, AwaitJob)
+    # A failure the coordinator reports waits for the job's end; then the job restores.
+    decision = shell.step(None, (JobFailed("too many failures", 3, 1),))
+    assert isinstance(decision.action, AwaitJob)
+    decision = shell.step(EpochSucceeded(4))
+    assert isinstance(decision.action, Restore) and decision.action.path == "file:///ckpt/job/chk-1"

@@ -18,6 +18,7 @@ use super::pending::{
     AbortReason, AckOutcome, EpochCut, PendingCheckpoint, PendingPhase, SubtaskAck, SubtaskDecline,
     TaskKey,
 };
+use super::running_epochs::{BarrierGrant, EpochProgress, RunningEpochs};
 use super::stats::{CheckpointStats, CheckpointStatsHistory, SubtaskStats};
 use super::time::Timestamp;
 use super::trigger::{TriggerDecision, TriggerFacts, TriggerPolicy};
@@ -69,6 +70,8 @@ pub struct CheckpointCoordinator {
     last_end: Option<Timestamp>,
     /// The newest final epoch reported, with what the driver recorded.
     last_cut: Option<EpochCut>,
+    /// Epochs running in a Spark job, which a checkpoint may cut between.
+    running: RunningEpochs,
     last_notified: Option<CheckpointId>,
     stats: CheckpointStatsHistory,
     job_failed: bool,
@@ -122,6 +125,7 @@ impl CheckpointCoordinator {
             last_trigger: None,
             last_end: None,
             last_cut: None,
+            running: RunningEpochs::default(),
             last_notified: None,
             stats: CheckpointStatsHistory::new(options.history),
             job_failed: false,
@@ -186,7 +190,17 @@ impl CheckpointCoordinator {
         }
         // Nothing is in flight, and the restart rebuilds retention.
         self.held_shared = SubsumeDecision::default();
+        self.running = RunningEpochs::default();
         self.suspended = true;
+    }
+
+    /// The run ends: every checkpoint and savepoint in flight that is not
+    /// writing its `_metadata` can no longer complete, and is aborted (its
+    /// files are deleted), so a finished run leaves only what completed.
+    pub fn on_run_ended(&mut self, now: Timestamp) -> Vec<CoordinatorEffect> {
+        let mut effects = Vec::new();
+        self.abort_in_flight(now, &AbortReason::RunEnded, &mut effects);
+        effects
     }
 
     /// Runs again after a restart, from `retention` (rebuilt by the restart,
@@ -200,6 +214,7 @@ impl CheckpointCoordinator {
         self.last_trigger = None;
         self.last_end = None;
         self.last_cut = None;
+        self.running = RunningEpochs::default();
         self.job_failed = false;
         self.stopping = None;
         self.requested = false;
@@ -303,8 +318,65 @@ impl CheckpointCoordinator {
             return effects;
         }
         self.last_cut = Some(cut.clone());
+        self.running.on_final(cut.epoch);
         self.take_cut(&cut, &mut effects);
         effects
+    }
+
+    /// Epochs after the newest final one are about to run in one Spark job,
+    /// with what a checkpoint cut after each one records: a checkpoint
+    /// triggered while they run may cut between them (see
+    /// [`on_progress`](Self::on_progress)). Epochs not after the newest
+    /// final one are ignored.
+    pub fn on_epochs_planned(&mut self, cuts: Vec<EpochCut>) {
+        let last = self.last_cut.as_ref().map(|c| c.epoch);
+        self.running.plan(
+            cuts.into_iter()
+                .filter(|c| last.is_none_or(|l| c.epoch > l)),
+        );
+    }
+
+    /// A subtask reached an epoch boundary inside a running Spark job. The
+    /// oldest checkpoint waiting for a cut takes the newest epoch any
+    /// subtask began (or this one's `done` if none is further on), so no
+    /// subtask has passed it; the answer lists the barriers this subtask
+    /// takes now, those whose cut is its `done`.
+    pub fn on_progress(
+        &mut self,
+        progress: &EpochProgress,
+    ) -> (Vec<BarrierGrant>, Vec<CoordinatorEffect>) {
+        let mut effects = Vec::new();
+        if self.job_failed || self.suspended {
+            return (Vec::new(), effects);
+        }
+        let awaiting = self
+            .pending
+            .values()
+            .any(|p| *p.phase() == PendingPhase::AwaitingCut);
+        if awaiting && let Some(cut) = self.running.cut_for(progress, self.last_cut.as_ref()) {
+            self.take_cut(&cut, &mut effects);
+        }
+        self.running.on_progress(progress);
+        let base = self.retention.latest();
+        let grants = self
+            .pending
+            .values()
+            .filter_map(|p| match p.phase() {
+                PendingPhase::CollectingAcks { cut }
+                    if Some(cut.epoch) == progress.done
+                        && p.awaits(&progress.uid, progress.subtask) =>
+                {
+                    Some(BarrierGrant {
+                        id: p.id(),
+                        kind: p.kind(),
+                        cut: cut.epoch,
+                        base,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        (grants, effects)
     }
 
     /// The job is idle after its newest final epoch: no epoch runs, and none
@@ -586,6 +658,22 @@ impl CheckpointCoordinator {
         effects: &mut Vec<CoordinatorEffect>,
     ) {
         self.job_failed = true;
+        self.abort_in_flight(now, &AbortReason::JobFailing, effects);
+        effects.push(CoordinatorEffect::FailJob {
+            consecutive_failures,
+            reason,
+            latest_completed: self.retention.latest(),
+        });
+    }
+
+    /// Aborts every checkpoint and savepoint in flight except those writing
+    /// their metadata, which are past the point of no return.
+    fn abort_in_flight(
+        &mut self,
+        now: Timestamp,
+        reason: &AbortReason,
+        effects: &mut Vec<CoordinatorEffect>,
+    ) {
         let in_flight: Vec<CheckpointId> = self
             .pending
             .values()
@@ -593,13 +681,8 @@ impl CheckpointCoordinator {
             .map(PendingCheckpoint::id)
             .collect();
         for id in in_flight {
-            self.abort(id, now, AbortReason::JobFailing, effects);
+            self.abort(id, now, reason.clone(), effects);
         }
-        effects.push(CoordinatorEffect::FailJob {
-            consecutive_failures,
-            reason,
-            latest_completed: self.retention.latest(),
-        });
     }
 }
 
@@ -741,6 +824,140 @@ mod tests {
         c.on_epoch_final(cut(epoch));
         assert_eq!(written(&ack_all(c, id, now)), [id]);
         c.on_metadata_stored(Timestamp(now), CheckpointId(id))
+    }
+
+    fn progress(subtask: u32, done: Option<u64>, next: Option<u64>) -> EpochProgress {
+        EpochProgress {
+            uid: uid("avg"),
+            subtask: SubtaskIndex(subtask),
+            done: done.map(Epoch),
+            next: next.map(Epoch),
+        }
+    }
+
+    fn grants(answer: &(Vec<BarrierGrant>, Vec<CoordinatorEffect>)) -> Vec<(u64, u64)> {
+        answer.0.iter().map(|g| (g.id.0, g.cut.0)).collect()
+    }
+
+    /// Several epochs run in one Spark job: a checkpoint triggered meanwhile
+    /// cuts at the newest epoch a subtask began, each subtask takes the
+    /// barrier when it reports that epoch done, and the metadata holds what
+    /// was planned for the cut.
+    #[test]
+    fn a_checkpoint_cuts_between_the_epochs_of_a_running_job() {
+        let mut c = coordinator_with(config());
+        c.on_epoch_final(cut(3));
+        let mut planned: Vec<EpochCut> = (4..=6).map(cut).collect();
+        planned[1]
+            .sources
+            .insert(uid("events"), serde_json::json!({"next": 50}));
+        c.on_epochs_planned(planned);
+        assert!(grants(&c.on_progress(&progress(0, Some(3), Some(4)))).is_empty());
+        assert!(grants(&c.on_progress(&progress(1, Some(3), Some(4)))).is_empty());
+        assert!(grants(&c.on_progress(&progress(0, Some(4), Some(5)))).is_empty());
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        // Subtask 1 is done with epoch 4, but subtask 0 is inside epoch 5.
+        let answer = c.on_progress(&progress(1, Some(4), Some(5)));
+        assert!(grants(&answer).is_empty());
+        assert!(matches!(
+            answer.1[..],
+            [CoordinatorEffect::InjectBarrier { cut: Epoch(5), .. }]
+        ));
+        assert_eq!(
+            grants(&c.on_progress(&progress(0, Some(5), Some(6)))),
+            [(1, 5)]
+        );
+        assert_eq!(
+            c.on_ack(Timestamp(1_200), ack(1, 0)).0,
+            AckOutcome::Accepted
+        );
+        assert!(
+            grants(&c.on_progress(&progress(0, Some(6), None))).is_empty(),
+            "a subtask that acked is not asked again"
+        );
+        assert_eq!(
+            grants(&c.on_progress(&progress(1, Some(5), Some(6)))),
+            [(1, 5)]
+        );
+        let (_, effects) = c.on_ack(Timestamp(1_300), ack(1, 1));
+        let [CoordinatorEffect::WriteMetadata(metadata)] = &effects[..] else {
+            panic!("the last ack writes the metadata: {effects:?}");
+        };
+        assert_eq!(metadata.cut_epoch, Epoch(5));
+        assert_eq!(
+            metadata.sources[&uid("events")],
+            serde_json::json!({"next": 50})
+        );
+    }
+
+    /// A checkpoint triggered before any subtask began the job's first epoch
+    /// cuts at the newest final epoch, and its barrier goes with the first
+    /// report; an epoch nobody planned is never a cut.
+    #[test]
+    fn a_checkpoint_before_the_first_epoch_cuts_at_the_newest_final_one() {
+        let mut c = coordinator_with(config());
+        c.on_epoch_final(cut(3));
+        c.on_epochs_planned(vec![cut(4)]);
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        assert_eq!(
+            grants(&c.on_progress(&progress(0, Some(3), Some(4)))),
+            [(1, 3)]
+        );
+        assert_eq!(
+            grants(&c.on_progress(&progress(1, Some(3), Some(4)))),
+            [(1, 3)]
+        );
+
+        let mut fresh = coordinator_with(config());
+        assert_eq!(triggered(&fresh.on_tick(Timestamp(1_000))), [1]);
+        let answer = fresh.on_progress(&progress(0, Some(7), Some(8)));
+        assert!(
+            answer.0.is_empty() && answer.1.is_empty(),
+            "epoch 7 was never planned"
+        );
+        // Once final, a planned epoch is a cut through its final report only.
+        fresh.on_epochs_planned(vec![cut(8)]);
+        fresh.on_epoch_final(cut(8));
+        assert!(matches!(
+            fresh.on_progress(&progress(0, Some(8), None)).0[..],
+            [BarrierGrant { cut: Epoch(8), .. }]
+        ));
+    }
+
+    /// A run that ends aborts what is still in flight, without counting a
+    /// failure; a checkpoint writing its metadata may still complete.
+    #[test]
+    fn the_end_of_a_run_aborts_checkpoints_in_flight() {
+        let mut two_at_once = config();
+        two_at_once.max_concurrent = 2;
+        let mut c = coordinator_with(two_at_once);
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        c.on_epoch_final(cut(1));
+        assert_eq!(written(&ack_all(&mut c, 1, 1_100)), [1]);
+        assert_eq!(triggered(&c.on_tick(Timestamp(2_000))), [2]);
+        c.on_epoch_final(cut(2));
+        c.on_ack(Timestamp(2_100), ack(2, 0));
+        let effects = c.on_run_ended(Timestamp(2_200));
+        assert_eq!(aborted(&effects), [(2, AbortReason::RunEnded)]);
+        assert!(!fails_job(&effects));
+        assert!(
+            !c.on_metadata_stored(Timestamp(2_300), CheckpointId(1))
+                .is_empty()
+        );
+    }
+
+    /// A restart forgets the running epochs: a report of the old job cuts
+    /// nothing.
+    #[test]
+    fn a_restart_forgets_the_running_epochs() {
+        let mut c = coordinator_with(config());
+        c.on_epochs_planned(vec![cut(1), cut(2)]);
+        c.on_progress(&progress(0, None, Some(1)));
+        c.suspend(Timestamp(500));
+        c.resume(Timestamp(500), Retention::new(NonZeroUsize::MIN));
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_500))), [1]);
+        let answer = c.on_progress(&progress(0, Some(1), Some(2)));
+        assert!(answer.0.is_empty() && answer.1.is_empty());
     }
 
     /// An idle job's checkpoint takes the newest final epoch as its cut,

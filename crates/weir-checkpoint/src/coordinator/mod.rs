@@ -39,6 +39,7 @@ mod effect;
 mod error;
 mod failures;
 mod pending;
+mod running_epochs;
 mod stats;
 mod time;
 mod trigger;
@@ -55,6 +56,7 @@ pub use pending::{
     AbortReason, AckOutcome, EpochCut, PendingCheckpoint, PendingPhase, SubtaskAck, SubtaskDecline,
     TaskKey,
 };
+pub use running_epochs::{BarrierGrant, EpochProgress};
 pub use stats::{
     CheckpointCounts, CheckpointStats, CheckpointStatsHistory, CheckpointStatus, DEFAULT_HISTORY,
     SubtaskMetrics, SubtaskStats,

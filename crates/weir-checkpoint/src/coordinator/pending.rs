@@ -112,6 +112,9 @@ pub enum AbortReason {
     JobFailing,
     /// The job restarted (failover); nothing in flight survives a restart.
     Restarted,
+    /// The run ended (its input was done, it stopped, or it was cancelled) before the
+    /// checkpoint completed.
+    RunEnded,
 }
 
 impl AbortReason {
@@ -123,9 +126,10 @@ impl AbortReason {
             AbortReason::Expired
             | AbortReason::Declined { .. }
             | AbortReason::MetadataNotWritten { .. } => true,
-            AbortReason::Subsumed { .. } | AbortReason::JobFailing | AbortReason::Restarted => {
-                false
-            }
+            AbortReason::Subsumed { .. }
+            | AbortReason::JobFailing
+            | AbortReason::Restarted
+            | AbortReason::RunEnded => false,
         }
     }
 }
@@ -145,6 +149,7 @@ impl fmt::Display for AbortReason {
             }
             AbortReason::JobFailing => f.write_str("the job is failing"),
             AbortReason::Restarted => f.write_str("the job restarted"),
+            AbortReason::RunEnded => f.write_str("the run ended first"),
         }
     }
 }
@@ -252,6 +257,11 @@ impl PendingCheckpoint {
         self.acked.insert(key, ack);
         self.latest_ack = Some(self.latest_ack.map_or(now, |t| t.max(now)));
         AckOutcome::Accepted
+    }
+
+    /// Whether this checkpoint still waits for the ack of `(uid, subtask)`.
+    pub fn awaits(&self, uid: &OperatorUid, subtask: SubtaskIndex) -> bool {
+        self.not_yet_acked.contains(&(uid.clone(), subtask))
     }
 
     /// Whether `(uid, subtask)` is one of the subtasks this checkpoint waits

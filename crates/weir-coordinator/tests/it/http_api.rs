@@ -7,8 +7,11 @@ use hyper::{Method, StatusCode};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use weir_coordinator::{DriverError, JobToken, OwnerClaim, claim_owner};
-use weir_types::{OperatorUid, SubtaskIndex};
+use weir_checkpoint::coordinator::{EpochCut, EpochProgress};
+use weir_coordinator::{
+    DriverError, JobToken, OwnerClaim, ProgressReport, claim_owner, report_progress,
+};
+use weir_types::{Epoch, OperatorUid, SubtaskIndex};
 
 use crate::client::{PATIENCE, TOKEN, request, server, start, start_with};
 
@@ -80,7 +83,7 @@ async fn malformed_requests_get_client_errors() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = request(addr, Method::GET, "/checkpoints/999", Some(TOKEN), "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    for path in ["/ack", "/owners"] {
+    for path in ["/ack", "/owners", "/progress"] {
         let (status, _) = request(addr, Method::GET, path, Some(TOKEN), "").await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     }
@@ -154,6 +157,97 @@ async fn the_first_claim_of_a_subtask_wins_until_the_job_restarts() {
         .await
         .expect("answers");
     assert!(answer.granted);
+    job.driver.shutdown(false).await.expect("shuts down");
+}
+
+fn report(generation: u64, subtask: u32, done: u64, next: u64) -> ProgressReport {
+    ProgressReport {
+        generation,
+        progress: EpochProgress {
+            uid: OperatorUid::new("avg").expect("valid"),
+            subtask: SubtaskIndex(subtask),
+            done: Some(Epoch(done)),
+            next: Some(Epoch(next)),
+        },
+    }
+}
+
+/// Tasks of a Spark job running several planned epochs report each epoch
+/// boundary; a triggered checkpoint cuts at one and the reports at it get
+/// the barrier, with the job directory to upload to.
+#[tokio::test]
+async fn progress_reports_inside_a_running_job_get_the_barrier_at_the_cut() {
+    let job = start().await;
+    let token = JobToken::new(TOKEN).expect("non-empty");
+    let url = job.driver.address().to_owned();
+    job.driver
+        .epoch_final(EpochCut {
+            epoch: Epoch(1),
+            ..EpochCut::default()
+        })
+        .await
+        .expect("recorded");
+    let planned = (2..=4)
+        .map(|epoch| EpochCut {
+            epoch: Epoch(epoch),
+            sources: [(
+                OperatorUid::new("events").expect("valid"),
+                json!({"next": epoch * 10}),
+            )]
+            .into(),
+            ..EpochCut::default()
+        })
+        .collect();
+    job.driver.epochs_planned(planned).await.expect("planned");
+    let id = job.driver.next_trigger().await;
+    // Nobody is past epoch 2: it is the cut, and the reporter takes it now.
+    let first = report_progress(&url, &token, None, &report(1, 0, 2, 3))
+        .await
+        .expect("answers");
+    let [granted] = &first.barriers[..] else {
+        panic!("one barrier: {first:?}");
+    };
+    assert_eq!((granted.grant.id, granted.grant.cut), (id, Epoch(2)));
+    let (status, body) = request(
+        job.driver.local_addr(),
+        Method::POST,
+        "/progress",
+        Some(TOKEN),
+        &json!({"generation": 1, "uid": "avg", "subtask": 1, "done": 2, "next": 3}).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let barrier = &body["barriers"][0];
+    assert_eq!(
+        (barrier["id"].as_u64(), barrier["cut"].as_u64()),
+        (Some(id.0), Some(2)),
+        "{body}"
+    );
+    assert!(
+        barrier["storage"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("/job")),
+        "{body}"
+    );
+    let later = report_progress(&url, &token, None, &report(1, 1, 3, 4))
+        .await
+        .expect("answers");
+    assert!(later.barriers.is_empty(), "epoch 3 is no cut");
+    let unknown = report_progress(&url, &token, None, &report(1, 7, 2, 3))
+        .await
+        .expect_err("no subtask 7");
+    assert!(
+        matches!(unknown, DriverError::Refused { status: 400, .. }),
+        "{unknown}"
+    );
+    job.driver.restart(None).await.expect("restarts");
+    let stale = report_progress(&url, &token, None, &report(1, 0, 3, 4))
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(stale, DriverError::Refused { status: 409, .. }),
+        "{stale}"
+    );
     job.driver.shutdown(false).await.expect("shuts down");
 }
 

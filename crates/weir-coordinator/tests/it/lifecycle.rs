@@ -553,3 +553,32 @@ async fn a_restart_drops_the_old_generation_and_its_late_acks() {
     assert!(next > pending && pending > done);
     job.driver.shutdown(false).await.expect("shuts down");
 }
+
+#[tokio::test]
+async fn shutdown_aborts_a_checkpoint_still_in_flight_and_deletes_its_files() {
+    let job = start().await;
+    let id = job.driver.next_trigger().await;
+    job.driver.epoch_final(cut(1)).await.expect("running");
+    // One subtask uploaded and acked; the other never will: the run ends first.
+    let uploaded = job
+        .job_dir()
+        .join(format!("chk-{id}"))
+        .join("avg")
+        .join("0");
+    std::fs::create_dir_all(&uploaded).expect("creates");
+    std::fs::write(uploaded.join("keyed"), b"state").expect("writes");
+    let (status, _) = request(
+        job.driver.local_addr(),
+        Method::POST,
+        "/ack",
+        Some(TOKEN),
+        &empty_ack(id, 0),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    job.driver.shutdown(false).await.expect("shuts down");
+    assert!(
+        !job.job_dir().join(format!("chk-{id}")).exists(),
+        "a checkpoint that can no longer complete leaves nothing behind"
+    );
+}

@@ -132,8 +132,10 @@ pub(crate) fn check_attach(
     }
     if facts.final_epoch > expect.final_epoch {
         return Err(HostError::StateLost(format!(
-            "this state host holds {name} final at epoch {}, beyond the job's final epoch {}; \
-             the state belongs to another run of the job",
+            "this state host holds {name} final at epoch {}, beyond the job's final epoch {}: \
+             a checkpoint cut that epoch inside the running Spark job, so a retried task cannot \
+             run it again (the job restores from its checkpoints), or the state belongs to \
+             another run of the job",
             render(facts.final_epoch),
             render(expect.final_epoch)
         )));
