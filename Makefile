@@ -74,10 +74,16 @@ test: lint test-rust test-python ## Every check and test: what CI runs
 demo: build ## The main job: CountWindowAverage on Spark local mode, a failure, a savepoint, a rescaled resume
 	$(PY) examples/demo.py $(CURDIR)/.demo
 
+# Growth: Weir, the ceilings and the function floor at N = 20M (the Spark peers
+# would take hours there); skipped with ARGS=--quick.
+GROWTH := --n 20000000 --files 200 --skip spark-apply --skip spark-transform --skip spark-jvm \
+	--skip local-cluster --results-dir benchmarks/results/growth
+
 .PHONY: bench
-bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark peers, checkpoint benchmarks, an epoch's fixed cost (ARGS=--quick: small)
+bench: sys-deps venv $(EXT_STAMP) ## Criterion benches, keyed-average vs Spark peers (N = 2M, then 20M), checkpoint benchmarks, an epoch's fixed cost (ARGS=--quick: small)
 	cargo bench -p weir-state -p weir-state-rocksdb
 	$(PY) benchmarks/run.py $(ARGS)
+	$(if $(filter --quick,$(ARGS)),,$(PY) benchmarks/run.py $(GROWTH))
 	$(PY) benchmarks/checkpoints.py $(filter --quick,$(ARGS))
 	$(PY) benchmarks/epoch_overhead.py --function native
 	$(PY) benchmarks/epoch_overhead.py --function per-record

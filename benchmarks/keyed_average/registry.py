@@ -29,10 +29,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 System = Literal["weir", "spark"]
-BenchPath = Literal["per_record", "vectorized", "peer", "ceiling_arrow", "ceiling_python"]
+BenchPath = Literal["per_record", "vectorized", "peer", "ceiling_arrow", "ceiling_python", "floor_python"]
 
-#: The ceiling each Weir path is compared with (docs/benchmarks.md, item 8).
-CEILING_FOR_PATH: Mapping[str, str] = {"per_record": "ceiling_python", "vectorized": "ceiling_arrow"}
+#: The ceiling each Weir path is compared with (docs/benchmarks.md, item 8); the per-record
+#: function's floor (its shape alone, no managed state) is set beside ceiling (b) too.
+CEILING_FOR_PATH: Mapping[str, str] = {
+    "per_record": "ceiling_python",
+    "vectorized": "ceiling_arrow",
+    "floor_python": "ceiling_python",
+}
 
 #: Modules whose ``VARIANTS`` lists are run, in this order.
 VARIANT_MODULES: tuple[str, ...] = (
@@ -42,6 +47,7 @@ VARIANT_MODULES: tuple[str, ...] = (
     "benchmarks.keyed_average.peers.transform_with_state",
     "benchmarks.keyed_average.peers.jvm",
     "benchmarks.keyed_average.peers.ceilings",
+    "benchmarks.keyed_average.peers.function_floor",
 )
 
 

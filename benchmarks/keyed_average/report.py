@@ -44,7 +44,8 @@ def add_ratios(records: list[Record]) -> None:
     for record in records:
         record["vs_best_peer"] = _eps(record) / _eps(peer) if peer and _eps(record) else None
         record["vs_best_reference"] = _eps(record) / _eps(jvm) if jvm and _eps(record) else None
-        ceiling = ceiling_for(record, records) if record.get("system") == "weir" else None
+        compared = record.get("system") == "weir" or record.get("path") == "floor_python"
+        ceiling = ceiling_for(record, records) if compared else None
         record["vs_ceiling"] = _eps(record) / _eps(ceiling) if ceiling and _eps(record) else None
         record["ceiling_variant"] = ceiling["variant"] if ceiling else None
 
@@ -93,6 +94,7 @@ def table(records: Sequence[Record]) -> str:
             f"{end_to_end[(len(end_to_end) - 1) // 2]:,.0f} ms, p99 {p99:,.0f} ms of "
             f"{len(end_to_end)} checkpoints (target: p99 <= 2,000 ms)"
         )
+    lines.extend(floor_lines(records))
     lines.extend(cpu_lines(records))
     lines.append(
         "ckpts: Spark micro-batch commits; ckpt ms: state commit time per batch (synchronous in "
@@ -114,6 +116,25 @@ def checkpointing_cost_lines(by_name: dict[str, Record]) -> list[str]:
         f"without in turns): median {statistics.median(costs):.1%} of throughput "
         f"(pairs: {', '.join(f'{c:.1%}' for c in costs)}; target <= 10%)"
     ]
+
+
+def floor_lines(records: Sequence[Record]) -> list[str]:
+    """The per-record function's floor (its shape over a plain dict, no managed state) against
+    ceiling (b), and each per-record Weir variant against the floor: what the function's calls
+    cost, and what Weir adds to them."""
+    floors = [r for r in records if r.get("path") == "floor_python" and r.get("correct")]
+    floor = max(floors, key=_eps, default=None)
+    if floor is None or not _eps(floor):
+        return []
+    lines = [
+        f"the per-record function over a plain dict ({floor['variant']}): "
+        f"{_fmt(floor.get('vs_ceiling'), '.2f')} of ceiling (b), the most any state layer reaches "
+        "with this function"
+    ]
+    for record in records:
+        if record.get("path") == "per_record" and record.get("correct") and _eps(record):
+            lines.append(f"  {record['variant']}: {_eps(record) / _eps(floor):.2f} of that floor")
+    return lines
 
 
 def _cpu(record: Record) -> dict[str, float]:
@@ -158,6 +179,7 @@ PATH_COLORS = {
     "peer": "#ff7f0e",
     "ceiling_arrow": "#7f7f7f",
     "ceiling_python": "#bcbd22",
+    "floor_python": "#17becf",
 }
 
 

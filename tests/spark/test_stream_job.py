@@ -703,13 +703,23 @@ def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession
             if p.is_file() and (p.relative_to(job_dir).parts[0].startswith("chk-") or "shared" in p.parts)
         )
 
+    def settled_files() -> list[str]:
+        # The newest checkpoint may be uploading right now (its tasks take barriers inside
+        # their Spark jobs, and its abort comes 200 ms after its trigger): only one is in
+        # flight at a time, and every older one has been aborted.
+        files = state_files()
+        newest = max(
+            (int(f.split("/")[0].removeprefix("chk-")) for f in files if f.startswith("chk-")), default=0
+        )
+        return [f for f in files if not f.startswith(f"chk-{newest}/")]
+
     def look(progress: EpochProgress) -> None:
         # Once the first aborted checkpoint's puts would have finished (4 s
         # after its trigger), look twice, 4.5 s apart: any upload that
         # survived its abort has landed by then.
         if len(seen) < 2 and time.monotonic() - started > 5:
             time.sleep(4.5 if seen else 0)
-            seen.append(state_files())
+            seen.append(settled_files())
 
     result = job.execute(on_epoch=look, max_epochs=40)
     assert len(seen) == 2, "the job ran long enough to look"

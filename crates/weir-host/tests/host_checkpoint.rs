@@ -582,6 +582,51 @@ fn an_aborted_checkpoint_leaves_no_files_behind() {
     );
 }
 
+// A task granted a barrier inside its Spark job may take it just after the
+// driver aborted the checkpoint (it timed out meanwhile): the abort found no
+// upload then, so the barrier must not start one.
+#[test]
+fn a_barrier_of_an_aborted_checkpoint_uploads_nothing() {
+    let host = Host::start();
+    let storage = tempfile::tempdir().expect("temp dir");
+    let canceled = host
+        .connect()
+        .abort_checkpoint(CheckpointId(9))
+        .expect("aborts");
+    assert_eq!(canceled, 0, "nothing in flight yet");
+    let mut session = host
+        .connect()
+        .attach(spec("avg", 0, 2, BackendSpec::Heap), Expectation::fresh())
+        .expect("attaches");
+    let state = session.register_state(&count()).expect("registers");
+    session.begin(Epoch(1), Attempt(0), None).expect("begins");
+    let ids = owned_ids(0, 2, 50);
+    session
+        .put_values(state, &keys(&ids), &ints(&vec![Some(1); ids.len()]))
+        .expect("writes");
+    session.commit(Epoch(1), Attempt(0)).expect("commits");
+    let reply = session
+        .barrier(BarrierRequest {
+            checkpoint: CheckpointId(9),
+            cut: Epoch(1),
+            storage: StorageRef::new(storage.path().to_string_lossy()),
+            ack: AckTarget {
+                url: "http://127.0.0.1:1".into(),
+                token: "t".into(),
+            },
+            format: SnapshotFormat::Canonical,
+            compression: Compression::default(),
+        })
+        .expect("answers");
+    assert!(!reply.started);
+    let status = host.connect().status().expect("status");
+    assert_eq!(status.pending_uploads, 0);
+    assert_eq!(
+        host_support::files_under(storage.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+}
+
 #[test]
 fn shutdown_cancels_uploads_and_deletes_their_files() {
     let mut host = Host::start();

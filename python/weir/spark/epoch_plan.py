@@ -9,8 +9,8 @@ included (the driver checks each job that it did).
 
 A job of several epochs tags each epoch's rows with its place in the job
 (:data:`~weir.spark.tasks.EPOCH`, after the first step's transforms, which
-see one epoch's rows each) and sorts each partition by it, so a task meets
-the epochs in order; steps pass the tag on with their output.
+see one epoch's rows each), so a task can run the epochs in order; steps
+pass the tag on with their output.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class EpochPlanner:
         else:
             tagged = [f.withColumn(EPOCH, F.lit(i).cast("long")) for i, f in enumerate(frames)]
             frame = reduce(DataFrame.union, tagged)
-        return self._route(step).rows(frame, self.learned(step, frames[0]), by_epoch=len(frames) > 1)
+        return self._route(step).rows(frame, self.learned(step, frames[0]))
 
     def frame(
         self,
@@ -155,7 +155,7 @@ class EpochPlanner:
                 rows = routed
             else:
                 assert frame is not None
-                rows = self._routed(step, frame, by_epoch=several)
+                rows = self._routed(step, frame)
             task = task_of(step)
             counter = self.records if first else None
             run = partial(
@@ -173,11 +173,11 @@ class EpochPlanner:
             frame = transform(frame)
         return frame
 
-    def _routed(self, step: StatefulStep, frame: DataFrame, *, by_epoch: bool = False) -> DataFrame:
+    def _routed(self, step: StatefulStep, frame: DataFrame) -> DataFrame:
         """``frame`` through the step's transforms, routed to its subtasks; what the driver
         learns of the step's input is known once this returns."""
         frame = self._through_transforms(step, frame)
-        return self._route(step).rows(frame, self.learned(step, frame), by_epoch=by_epoch)
+        return self._route(step).rows(frame, self.learned(step, frame))
 
     def _route(self, step: StatefulStep) -> _StepRoute:
         route = self._routes.get(step.uid)
@@ -211,9 +211,9 @@ class _StepRoute:
         """The route from the rows' :data:`KEY_GROUP` column, where they carry it."""
         return self._route_of(F.col(KEY_GROUP))
 
-    def rows(self, frame: DataFrame, learned: StepInput, *, by_epoch: bool = False) -> DataFrame:
+    def rows(self, frame: DataFrame, learned: StepInput) -> DataFrame:
         """``frame``'s rows, routed; with their key groups in :data:`KEY_GROUP` where the task
-        cannot compute them; each partition sorted by :data:`EPOCH` if ``by_epoch``."""
+        cannot compute them."""
         parallelism = self.step.parallelism
         route = self.route
         if route is None:
@@ -225,10 +225,7 @@ class _StepRoute:
             route = self.route_by_column
         # The route is the shuffle's partition id, not a column: the rows
         # cross the shuffle and reach Python with the step's columns only.
-        routed = frame.repartitionById(parallelism, route)
-        # Spark's sort spills where memory runs short; rows of one epoch keep their order
-        # unless it does.
-        return routed.sortWithinPartitions(EPOCH) if by_epoch else routed
+        return frame.repartitionById(parallelism, route)
 
 
 def _with_epoch(schema: StructType) -> StructType:

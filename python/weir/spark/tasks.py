@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 EPOCH = "__weir_epoch"
 """Internal column: the place of each row's epoch among the epochs of its Spark job (0 for the
-first), when the job runs several; the rows of each subtask then arrive sorted by it."""
+first), when the job runs several."""
 
 KEY_GROUP = "__weir_key_group"
 """Internal column: the key group of the row's key, computed in the JVM; only for key

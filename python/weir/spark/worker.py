@@ -9,9 +9,11 @@ user's function over the epoch's Arrow batches with batched state access,
 and commits. Every subtask runs a task in every Spark job, even without
 rows, so barriers and notifications reach all of them.
 
-When the job runs several epochs, its rows carry their epoch (:data:`EPOCH`)
-and arrive sorted by it, and the task reports every epoch boundary to the
-coordinator, which may answer with a checkpoint's barrier: the task then
+When the job runs several epochs, its rows carry their epoch (:data:`EPOCH`):
+the first epoch's rows go through the function as they arrive, and the later
+epochs' rows wait in memory until the input is complete (Spark delivers a
+partition's shuffle blocks in no set order). The task reports every epoch
+boundary to the coordinator, which may answer with a checkpoint's barrier: the task then
 writes the state the function changed back before it commits that epoch,
 and takes the barrier before it begins the next one (see
 :class:`~weir.spark.tasks.InJobBarriers`). Otherwise the state goes back once,
@@ -145,63 +147,52 @@ def epoch_slices(
     epochs: tuple[int, ...], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[tuple[int, Iterator[pa.RecordBatch]]]:
     """Each epoch of ``epochs`` in order with its rows; every epoch comes, with or without
-    rows. One epoch gets every batch as it is; several get rows sorted by :data:`EPOCH` (the
-    epoch's place in ``epochs``), and each epoch's batches without that column. An epoch's
+    rows. One epoch gets every batch as it is. Several get rows tagged with :data:`EPOCH`
+    (the epoch's place in ``epochs``), in any order: the first epoch's rows go on as they
+    arrive, those of later epochs wait in memory until the input ends (a row of the first
+    epoch may still come until then); each epoch's batches come without the tag. An epoch's
     batches must be consumed before the next epoch is asked for."""
     if len(epochs) == 1:
         yield epochs[0], batches
         return
-    stream = _EpochStream(batches, len(epochs))
-    for index, epoch in enumerate(epochs):
-        yield epoch, stream.rows_of(index)
-    stream.check_drained()
+    later: list[list[pa.RecordBatch]] = [[] for _ in epochs[1:]]
+    yield epochs[0], _first_epoch_rows(batches, later)
+    for index, epoch in enumerate(epochs[1:]):
+        held, later[index] = later[index], []
+        yield epoch, iter(held)
 
 
-class _EpochStream:
-    """Rows sorted by their epoch's place in the job, cut into each epoch's batches."""
+def _first_epoch_rows(
+    batches: Iterator[pa.RecordBatch], later: list[list[pa.RecordBatch]]
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the job's first epoch, as they arrive; rows of each later epoch go to its
+    list in ``later``."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        for index, rows in _by_epoch(batch, len(later) + 1):
+            if index == 0:
+                yield rows
+            else:
+                later[index - 1].append(rows)
 
-    def __init__(self, batches: Iterator[pa.RecordBatch], epochs: int) -> None:
-        self.batches = batches
-        self.epochs = epochs
-        self.held: pa.RecordBatch | None = None
-        """The rows of a later epoch already read."""
 
-    def _next(self) -> pa.RecordBatch | None:
-        held, self.held = self.held, None
-        if held is not None:
-            return held
-        for batch in self.batches:
-            if batch.num_rows:
-                return batch
-        return None
-
-    def rows_of(self, index: int) -> Iterator[pa.RecordBatch]:
-        """The batches of the epoch at ``index``: rows up to the first of a later epoch."""
-        while (batch := self._next()) is not None:
-            tags = batch.column(EPOCH).to_numpy()
-            if tags[0] != index:
-                self._check(int(tags[0]), index)
-                self.held = batch
-                return
-            end = int(np.searchsorted(tags, index, side="right"))
-            if end < batch.num_rows:
-                self.held = batch.slice(end)
-                batch = batch.slice(0, end)
-            yield batch.drop_columns([EPOCH])
-            if self.held is not None:
-                return
-
-    def _check(self, found: int, expected: int) -> None:
-        if not expected <= found < self.epochs:
-            raise StateError(
-                f"a row of the job's epoch #{found} arrived while epoch #{expected} of its "
-                f"{self.epochs} ran: the task's rows are not sorted by epoch"
-            )
-
-    def check_drained(self) -> None:
-        rest = self._next()
-        if rest is not None:
-            self._check(int(rest.column(EPOCH)[0].as_py()), self.epochs)
+def _by_epoch(batch: pa.RecordBatch, epochs: int) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The rows of ``batch`` by their epoch's place, without the tag. A batch usually holds
+    one epoch (a shuffle block comes from one map task, which reads one epoch's input)."""
+    tags = batch.column(EPOCH).to_numpy()
+    low, high = int(tags.min()), int(tags.max())
+    if low < 0 or high >= epochs:
+        raise StateError(
+            f"a row tagged with epoch #{high if high >= epochs else low} reached a task of a job "
+            f"of {epochs} epochs: the epoch tags were lost or changed on the way"
+        )
+    rows = batch.drop_columns([EPOCH])
+    if low == high:
+        yield low, rows
+        return
+    for index in np.unique(tags):
+        yield int(index), rows.filter(pa.array(tags == index))
 
 
 def _with_epoch(batch: pa.RecordBatch, index: int) -> pa.RecordBatch:

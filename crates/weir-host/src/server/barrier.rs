@@ -21,14 +21,15 @@ use crate::session::SubtaskSession;
 
 /// Takes checkpoint `request.checkpoint` of the subtask in `slot` at
 /// `request.cut` and starts its upload. A barrier this slot already took
-/// (a retried task) does nothing.
+/// (a retried task), or of a checkpoint the driver aborted already, does
+/// nothing.
 pub(crate) fn take(
     host: &Arc<Host>,
     slot: &mut Slot,
     request: &BarrierRequest,
 ) -> Result<BarrierReply> {
     let id = request.checkpoint;
-    if slot.checkpoints.contains(&id) {
+    if slot.checkpoints.contains(&id) || host.was_aborted(id) {
         return Ok(BarrierReply {
             started: false,
             sync_micros: 0,
@@ -64,6 +65,10 @@ pub(crate) fn take(
     let upload = snapshot.upload(&host.runtime, &storage, id);
     let key: UploadKey = (id, spec.uid, spec.subtask);
     let cancel = host.start_upload(key.clone());
+    if host.was_aborted(id) {
+        // Aborted while the snapshot was taken: the abort found no upload to cancel.
+        host.cancel_upload(&key);
+    }
     let background = Background {
         host: Arc::clone(host),
         key,

@@ -189,7 +189,7 @@ impl Session {
             Request::Restore(restore) => self.restore(*restore),
             Request::Status => Ok((Reply::Status(Box::new(self.host.status())), Vec::new())),
             Request::AbortCheckpoint { checkpoint } => {
-                let canceled = self.host.cancel_uploads(Some(checkpoint), CANCEL_WAIT);
+                let canceled = self.host.abort_checkpoint(checkpoint, CANCEL_WAIT);
                 eprintln!(
                     "weir-host: checkpoint {checkpoint} aborted; {canceled} uploads canceled"
                 );

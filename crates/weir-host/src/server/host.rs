@@ -1,7 +1,7 @@
 //! What all connections of a host share: the token, the generation and the
 //! subtasks' slots, the uploads in flight, and the switch that stops the host.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -31,6 +31,10 @@ pub(crate) type UploadKey = (CheckpointId, OperatorUid, SubtaskIndex);
 /// peers that never prove the token cannot pile up threads.
 const MAX_HANDSHAKES: usize = 64;
 
+/// Aborted checkpoints a host remembers (one a second at most, with a
+/// one-second interval: a minute of them).
+const REMEMBERED_ABORTS: usize = 64;
+
 /// The host's shared state.
 pub(crate) struct Host {
     token: JobToken,
@@ -47,6 +51,10 @@ pub(crate) struct Host {
     slots: Mutex<BTreeMap<SlotKey, SharedSlot>>,
     /// Uploads in flight: a switch that cancels each.
     uploads: Mutex<HashMap<UploadKey, watch::Sender<bool>>>,
+    /// Checkpoints the driver aborted lately, newest last: a barrier of one
+    /// that arrives after its abort (a task granted it just before) uploads
+    /// nothing.
+    aborted: Mutex<VecDeque<CheckpointId>>,
     /// Signaled whenever an upload finishes.
     upload_finished: Condvar,
     acked: AtomicU64,
@@ -78,6 +86,7 @@ impl Host {
             generation: Mutex::new(0),
             slots: Mutex::new(BTreeMap::new()),
             uploads: Mutex::new(HashMap::new()),
+            aborted: Mutex::new(VecDeque::new()),
             upload_finished: Condvar::new(),
             acked: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -193,6 +202,33 @@ impl Host {
         }
         lock(&self.uploads).remove(key);
         self.upload_finished.notify_all();
+    }
+
+    /// Checkpoint `id` will never complete: cancels its uploads as
+    /// [`cancel_uploads`](Self::cancel_uploads) does, and remembers it, so a
+    /// barrier of it taken later uploads nothing. Returns how many were
+    /// canceled.
+    pub(crate) fn abort_checkpoint(&self, id: CheckpointId, limit: Duration) -> usize {
+        {
+            let mut aborted = lock(&self.aborted);
+            if aborted.len() == REMEMBERED_ABORTS {
+                aborted.pop_front();
+            }
+            aborted.push_back(id);
+        }
+        self.cancel_uploads(Some(id), limit)
+    }
+
+    /// Whether the driver aborted checkpoint `id` lately.
+    pub(crate) fn was_aborted(&self, id: CheckpointId) -> bool {
+        lock(&self.aborted).contains(&id)
+    }
+
+    /// Flips the cancel switch of upload `key`, without waiting for it.
+    pub(crate) fn cancel_upload(&self, key: &UploadKey) {
+        if let Some(switch) = lock(&self.uploads).get(key) {
+            let _ = switch.send(true);
+        }
     }
 
     /// Cancels the uploads of checkpoint `id` (every upload if `None`) and
