@@ -67,6 +67,7 @@ def result_record(
         "extra": {
             **chosen.extra,
             **_every_run(outcomes, "checkpoint_e2e_ms"),
+            **_every_run(outcomes, "checkpoint_slowest"),
             **_every_run(outcomes, "checkpoint_cost_pairs"),
         },
         "error": None,

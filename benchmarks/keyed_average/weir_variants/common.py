@@ -36,6 +36,8 @@ WEIR_REPEATS = 5
 #: 1.5-1.7 s in later runs, and its checkpoint completed 2.3-2.5 s after its
 #: trigger (stop 25's probe).
 WARMUP_EVENTS_PER_FILE, WARMUP_KEYS = 100_000, 1_000
+#: The slowest checkpoints of a run whose breakdown goes into the JSON.
+SLOWEST_SHOWN = 3
 
 
 def run_weir_job(
@@ -117,8 +119,8 @@ def run_weir_job(
 
 
 def typical_epoch(result: JobResult) -> dict[str, Any]:
-    """The waterfall of the median epoch by driver time, among epochs that ran
-    tasks (the run's tail of barrier-only epochs has none), as JSON and text."""
+    """The waterfall of the median Spark job by driver time (a job runs up to
+    ``epochs_per_job`` epochs), among jobs that ran tasks, as JSON and text."""
     timed = [w for w in result.waterfalls if w.tasks]
     if not timed:
         return {}
@@ -147,9 +149,25 @@ def _completed(result: JobResult) -> list[dict[str, Any]]:
 def checkpoint_summary(result: JobResult) -> dict[str, Any]:
     """The coordinator's counts, end-to-end durations and state sizes, for the JSON."""
     completed = _completed(result)
+    slowest = sorted(completed, key=lambda c: c.get("end_to_end_millis") or 0)[-SLOWEST_SHOWN:]
     return {
         "checkpoint_counts": result.stats.get("counts"),
         "checkpoint_e2e_ms": [c.get("end_to_end_millis") for c in completed],
         "checkpoint_state_bytes": [c.get("state_size_bytes") for c in completed],
         "checkpoint_persisted_bytes": [c.get("persisted_bytes") for c in completed],
+        "checkpoint_slowest": [_breakdown(c) for c in slowest],
+    }
+
+
+def _breakdown(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Where a checkpoint's time went: per subtask, the wait from the trigger until its
+    snapshot began (the cut's epoch still running), then its synchronous and
+    asynchronous parts."""
+    subtasks: list[dict[str, Any]] = checkpoint.get("subtasks") or []
+    return {
+        "e2e_ms": checkpoint.get("end_to_end_millis"),
+        "cut": checkpoint.get("cut"),
+        "subtasks_start_sync_async_ms": [
+            [t.get("start_delay_millis"), t.get("sync_millis"), t.get("async_millis")] for t in subtasks
+        ],
     }

@@ -19,7 +19,8 @@ The rules it implements:
   with the next epoch's tasks (an epoch without data when no input is
   waiting). A host that already took a barrier ignores it the second time.
 - Where input waits, one Spark job may run several epochs
-  (``epochs_per_job``). With ``in_job_cuts`` the driver hands the
+  (``epochs_per_job``), once an epoch is final (the first job of a fresh
+  start runs one, so the first checkpoint has a cut soon). With ``in_job_cuts`` the driver hands the
   coordinator what a checkpoint cut after each of them records, so a
   checkpoint triggered while they run cuts between them (the tasks take its
   barrier at that epoch boundary) instead of waiting for the job to end.
@@ -738,7 +739,7 @@ class Driver:
             return Finish()
         wants_input = not generation.exhausted and not self.stop_requested
         if wants_input and generation.pending_input is None:
-            return PlanInput(self._epochs_wanted())
+            return PlanInput(self._epochs_wanted(generation))
         if wants_input and generation.pending_input is not None and generation.pending_input.available:
             return RunEpoch(self._order(generation, data=True))
         generation.pending_input = None
@@ -787,8 +788,14 @@ class Driver:
     def _incremental_base(self) -> int | None:
         return self.checkpoints[-1] if self.checkpoints else None
 
-    def _epochs_wanted(self) -> int:
-        """How many epochs the next Spark job may run: as configured, within the epoch budget."""
+    def _epochs_wanted(self, generation: _Generation) -> int:
+        """How many epochs the next Spark job may run: as configured, within the epoch budget;
+        one while no epoch is final. Until then a checkpoint has no cut to take before its
+        tasks' first boundary, which comes after the job's first stage scanned the input of
+        every epoch it runs (at 20M events, the first checkpoints of a run with jobs of
+        four epochs completed 2.6-3.2 s after their trigger)."""
+        if generation.final_epoch is None:
+            return 1
         wanted = self.options.epochs_per_job
         if self.options.max_epochs is not None:
             wanted = min(wanted, self.options.max_epochs - self.epochs_succeeded)

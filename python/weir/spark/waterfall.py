@@ -89,9 +89,11 @@ _END = object()
 
 @dataclass
 class EpochWaterfall:
-    """One epoch's timings: the driver's steps and the tasks' phases."""
+    """One Spark job's timings: the driver's steps and the tasks' phases, summed over the
+    epochs the job ran (one, or up to ``StreamJob(epochs_per_job=...)``)."""
 
     epoch: int
+    """The job's last epoch."""
     driver: dict[str, float] = field(default_factory=dict)
     """Seconds per driver step."""
     tasks: Totals = field(default_factory=dict)

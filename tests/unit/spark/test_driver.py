@@ -487,28 +487,49 @@ def test_an_aborted_checkpoint_no_longer_waits_for_a_cut() -> None:
 def test_one_spark_job_runs_the_epochs_whose_input_waits() -> None:
     shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
     decision = shell.start()
-    assert decision.action == PlanInput(4)
-    decision = shell.step(InputPlanned(True, {"next": 300}, False, ({"next": 100}, {"next": 200})))
+    assert decision.action == PlanInput(1), "no epoch is final yet: the first job runs one"
+    shell.run_data_epoch(100)
+    assert shell.last.action == PlanInput(4)
+    decision = shell.step(InputPlanned(True, {"next": 400}, False, ({"next": 200}, {"next": 300})))
     assert isinstance(decision.action, RunEpoch)
     order = decision.action.order
-    assert order.epochs == (1, 2, 3) and order.epoch == 3
+    assert order.epochs == (2, 3, 4) and order.epoch == 4
     # What a checkpoint cut after each epoch records, for cuts while the job runs.
-    assert order.positions == ({SOURCE: {"next": 100}}, {SOURCE: {"next": 200}}, {SOURCE: {"next": 300}})
-    shell.succeed(3)
-    assert shell.of(RecordFinal) == [RecordFinal(3, {SOURCE: {"next": 300}})]
-    assert shell.driver.epochs_succeeded == 3
+    assert order.positions == ({SOURCE: {"next": 200}}, {SOURCE: {"next": 300}}, {SOURCE: {"next": 400}})
+    shell.succeed(4)
+    assert shell.of(RecordFinal) == [
+        RecordFinal(1, {SOURCE: {"next": 100}}),
+        RecordFinal(4, {SOURCE: {"next": 400}}),
+    ]
+    assert shell.driver.epochs_succeeded == 4
     # Without in-job cuts (the tasks do not stage the output), no positions go to the tasks.
     plain = Shell(epochs_per_job=2)
     plain.start()
-    decision = plain.step(InputPlanned(True, {"next": 200}, False, ({"next": 100},)))
-    assert decision.action.order.epochs == (1, 2) and decision.action.order.positions is None
+    plain.run_data_epoch(100)
+    decision = plain.step(InputPlanned(True, {"next": 300}, False, ({"next": 200},)))
+    assert decision.action.order.epochs == (2, 3) and decision.action.order.positions is None
+
+
+def test_a_restored_generation_runs_several_epochs_from_its_first_job() -> None:
+    # The restored checkpoint's cut is final: a checkpoint triggered before the
+    # job's first boundary takes it.
+    shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
+    shell.start()
+    shell.run_data_epoch(100)
+    shell.step(None, (completed(1, 1),))
+    decision = shell.step(EpochFailed(2, RuntimeError("Python worker exited unexpectedly")))
+    assert isinstance(decision.action, Restore)
+    point = RestorePoint("file:///ckpt/job/chk-1", 1, 1, {SOURCE: {"next": 100}}, frozenset({"avg"}), 2)
+    decision = shell.step(Restored(point))
+    assert decision.action == PlanInput(4)
 
 
 def test_a_job_of_several_epochs_stays_within_the_epoch_budget() -> None:
-    shell = Shell(epochs_per_job=4, max_epochs=6)
+    shell = Shell(epochs_per_job=4, max_epochs=7)
     shell.start()
+    shell.run_data_epoch(100)
     decision = shell.step(
-        InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300}))
+        InputPlanned(True, {"next": 500}, False, ({"next": 200}, {"next": 300}, {"next": 400}))
     )
     decision = shell.succeed(decision.action.order.epoch)
     assert decision.action == PlanInput(2), "two epochs of the budget are left"
@@ -517,20 +538,21 @@ def test_a_job_of_several_epochs_stays_within_the_epoch_budget() -> None:
 def test_every_barrier_cut_inside_a_job_reaches_the_hosts_after_it() -> None:
     shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
     shell.start()
+    shell.run_data_epoch(100)
     decision = shell.step(
-        InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300}))
+        InputPlanned(True, {"next": 500}, False, ({"next": 200}, {"next": 300}, {"next": 400}))
     )
     # Two checkpoints cut while the job ran; subtasks that finished first get them from the driver.
     events = (
         CheckpointTriggered(1, "checkpoint"),
-        barrier(1, 2),
+        barrier(1, 3),
         CheckpointTriggered(2, "checkpoint"),
-        barrier(2, 4),
+        barrier(2, 5),
     )
     decision = shell.succeed(decision.action.order.epoch, events)
-    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(1, 2)
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(1, 3)
     decision = shell.step(BarrierDelivered(1))
-    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(2, 4)
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(2, 5)
     decision = shell.step(BarrierDelivered(2))
     assert isinstance(decision.action, PlanInput)
 
@@ -538,23 +560,25 @@ def test_every_barrier_cut_inside_a_job_reaches_the_hosts_after_it() -> None:
 def test_a_checkpoint_cut_inside_a_failed_job_publishes_and_is_restored() -> None:
     shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
     shell.start()
-    shell.step(InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300})))
-    events = (CheckpointTriggered(1, "checkpoint"), barrier(1, 2), completed(1, 2))
-    decision = shell.step(EpochFailed(4, RuntimeError("Python worker exited unexpectedly")), events)
-    assert Publish(2) in decision.effects, "the completed checkpoint's output is published first"
+    shell.run_data_epoch(100)
+    shell.step(InputPlanned(True, {"next": 500}, False, ({"next": 200}, {"next": 300}, {"next": 400})))
+    events = (CheckpointTriggered(1, "checkpoint"), barrier(1, 3), completed(1, 3))
+    decision = shell.step(EpochFailed(5, RuntimeError("Python worker exited unexpectedly")), events)
+    assert Publish(3) in decision.effects, "the completed checkpoint's output is published first"
     assert isinstance(decision.action, Restore) and decision.action.path == "file:///ckpt/job/chk-1"
 
 
 def test_while_a_job_runs_checkpoints_publish_and_aborted_ones_cancel_at_once() -> None:
     shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
     shell.start()
+    shell.run_data_epoch(100)
     decision = shell.step(
-        InputPlanned(True, {"next": 400}, False, ({"next": 100}, {"next": 200}, {"next": 300}))
+        InputPlanned(True, {"next": 500}, False, ({"next": 200}, {"next": 300}, {"next": 400}))
     )
     assert isinstance(decision.action, RunEpoch)
-    decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"), barrier(1, 2), completed(1, 2)))
+    decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"), barrier(1, 3), completed(1, 3)))
     assert decision.action == AwaitJob(0.2)
-    assert Publish(2) in decision.effects, "a checkpoint cut inside the job publishes before its end"
+    assert Publish(3) in decision.effects, "a checkpoint cut inside the job publishes before its end"
     decision = shell.step(
         None, (CheckpointTriggered(2, "checkpoint"), CheckpointAborted(2, "checkpoint", "expired"))
     )
@@ -562,5 +586,5 @@ def test_while_a_job_runs_checkpoints_publish_and_aborted_ones_cancel_at_once() 
     # A failure the coordinator reports waits for the job's end; then the job restores.
     decision = shell.step(None, (JobFailed("too many failures", 3, 1),))
     assert isinstance(decision.action, AwaitJob)
-    decision = shell.step(EpochSucceeded(4))
+    decision = shell.step(EpochSucceeded(5))
     assert isinstance(decision.action, Restore) and decision.action.path == "file:///ckpt/job/chk-1"
