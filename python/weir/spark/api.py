@@ -189,7 +189,7 @@ class StreamJob:
             waits (a backlog). Each Spark job costs a fixed amount beyond its
             rows (about 0.3 s on two cores), which several epochs share;
             checkpoints still cut between epochs while the job runs. The
-            first job of a fresh start runs one epoch. Applies
+            first job of a fresh start runs one epoch when checkpointing is on. Applies
             where the sink stages output from the tasks themselves and no
             ``transform`` follows the first stateful step; other jobs run one
             epoch per Spark job.

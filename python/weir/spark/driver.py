@@ -19,8 +19,9 @@ The rules it implements:
   with the next epoch's tasks (an epoch without data when no input is
   waiting). A host that already took a barrier ignores it the second time.
 - Where input waits, one Spark job may run several epochs
-  (``epochs_per_job``), once an epoch is final (the first job of a fresh
-  start runs one, so the first checkpoint has a cut soon). With ``in_job_cuts`` the driver hands the
+  (``epochs_per_job``), once an epoch is final (with checkpointing on, the
+  first job of a fresh start runs one, so the first checkpoint has a cut
+  soon). With ``in_job_cuts`` the driver hands the
   coordinator what a checkpoint cut after each of them records, so a
   checkpoint triggered while they run cuts between them (the tasks take its
   barrier at that epoch boundary) instead of waiting for the job to end.
@@ -790,11 +791,11 @@ class Driver:
 
     def _epochs_wanted(self, generation: _Generation) -> int:
         """How many epochs the next Spark job may run: as configured, within the epoch budget;
-        one while no epoch is final. Until then a checkpoint has no cut to take before its
-        tasks' first boundary, which comes after the job's first stage scanned the input of
-        every epoch it runs (at 20M events, the first checkpoints of a run with jobs of
-        four epochs completed 2.6-3.2 s after their trigger)."""
-        if generation.final_epoch is None:
+        one while no epoch is final and checkpoints are taken. Until then a checkpoint has no
+        cut to take before its tasks' first boundary, which comes after the job's first stage
+        scanned the input of every epoch it runs (at 20M events, the first checkpoints of a
+        run with jobs of four epochs completed 2.6-3.2 s after their trigger)."""
+        if generation.final_epoch is None and self.options.checkpointing:
             return 1
         wanted = self.options.epochs_per_job
         if self.options.max_epochs is not None:

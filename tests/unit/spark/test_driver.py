@@ -510,6 +510,12 @@ def test_one_spark_job_runs_the_epochs_whose_input_waits() -> None:
     assert decision.action.order.epochs == (2, 3) and decision.action.order.positions is None
 
 
+def test_without_checkpoints_the_first_job_runs_several_epochs() -> None:
+    # No checkpoint waits for a cut, so nothing is gained by a short first job.
+    decision = Shell(epochs_per_job=4, checkpointing=False).start()
+    assert decision.action == PlanInput(4)
+
+
 def test_a_restored_generation_runs_several_epochs_from_its_first_job() -> None:
     # The restored checkpoint's cut is final: a checkpoint triggered before the
     # job's first boundary takes it.
