@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,8 @@ from weir.spark import StreamJob, sinks, sources
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from weir.spark import EpochProgress
 
 N = 200_000
 KEYS = 10_000
@@ -160,3 +162,16 @@ def assert_hosts_stopped(job_name: str) -> None:
     while state_host_pids(job_name) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not state_host_pids(job_name), f"state hosts of {job_name} outlived the run"
+
+
+def stop_with_savepoint_after(job: StreamJob, epoch: int) -> Callable[[EpochProgress], None]:
+    """An ``on_epoch`` callback that asks ``job`` once for a stop-with-savepoint when the
+    newest successful epoch reaches ``epoch``: a Spark job may run several epochs, and the
+    callback sees only the last one of each."""
+    asked: list[object] = []
+
+    def on_epoch(progress: EpochProgress) -> None:
+        if progress.epoch >= epoch and not asked:
+            asked.append(job.stop_with_savepoint())
+
+    return on_epoch

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from keyed_average import FailingOnce
-from keyed_jobs import state_host_pids
+from keyed_jobs import state_host_pids, stop_with_savepoint_after
 from pyspark.sql import functions as F
 from three_step import (
     EVENT_SCHEMA,
@@ -156,7 +156,7 @@ def test_three_steps_stopped_with_a_savepoint_and_resumed_rescaled_per_step(
 ) -> None:
     savepoints = tmp_path / "savepoints"
     job, out = three_step_job(spark, tmp_path, events, (2, 3, 1), savepoint_dir=str(savepoints))
-    job.execute(on_epoch=lambda p: job.stop_with_savepoint() if p.epoch == 4 else None)
+    job.execute(on_epoch=stop_with_savepoint_after(job, 4))
     (savepoint,) = savepoints.iterdir()
     resumed, out2 = three_step_job(spark, tmp_path, events, (3, 1, 2), name="resumed", restore=str(savepoint))
     assert out2 == out
@@ -329,7 +329,7 @@ def test_the_buffering_sink_keeps_every_element_exactly_once_when_rescaled(
     savepoints = tmp_path / "savepoints"
     first_sink = sinks.collect()
     first = buffering_job("buffer", 2, first_sink, savepoint_dir=str(savepoints))
-    first.execute(on_epoch=lambda p: first.stop_with_savepoint() if p.epoch == 3 else None)
+    first.execute(on_epoch=stop_with_savepoint_after(first, 3))
     (savepoint,) = savepoints.iterdir()
     second_sink = sinks.collect()
     final = tmp_path / "final"
