@@ -188,9 +188,9 @@ class StreamJob:
         epochs_per_job: The most epochs one Spark job runs where their input
             waits (a backlog). Each Spark job costs a fixed amount beyond its
             rows (about 0.3 s on two cores), which several epochs share;
-            checkpoints still cut between epochs while the job runs. The
-            first job of a fresh start runs one epoch when checkpointing is on. Applies
-            where the sink stages output from the tasks themselves and no
+            checkpoints still cut between epochs while the job runs. With
+            checkpointing on, the first job of a fresh start runs one epoch.
+            Applies where the sink stages output from the tasks themselves and no
             ``transform`` follows the first stateful step; other jobs run one
             epoch per Spark job.
     """
