@@ -344,8 +344,8 @@ fn incremental_checkpoints_send_new_files_only_and_restore_as_a_chain() {
     let mut s = Subtask::open(spec(BackendSpec::RocksDb, 0, 1), work.path()).expect("opens");
     let v = s.register_state(&descriptor()).expect("registers");
     write_round(&mut s, v, 1, &all, 1);
-    // Releasing the snapshot the load was read through lets RocksDB rewrite
-    // the bottommost files; that must not happen between the checkpoints.
+    // The load's flushes may start a compaction (level-0 files merged into
+    // the next level); it must not land between the checkpoints.
     s.wait_for_compactions().expect("compactions end");
     let (first, sent) = incremental(&runtime, &storage, &mut s, 1, None);
     assert_eq!(sent.uploaded_size, sent.state_size, "nothing to reuse yet");

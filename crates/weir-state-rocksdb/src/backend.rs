@@ -230,11 +230,11 @@ impl RocksDbKeyedStateBackend {
     /// until the next write.
     ///
     /// Compactions rewrite files in the background, so two native
-    /// checkpoints share fewer files when one ran between them. Releasing
-    /// the snapshot that reads went through while epochs were being written
-    /// starts one: RocksDB then rewrites bottommost files to drop what no
-    /// snapshot needs. A test or benchmark that compares what two
-    /// checkpoints share calls this first.
+    /// checkpoints share fewer files when one ran between them: level-0
+    /// files merged into the next level, and bottommost files older than an
+    /// hour once the snapshot that reads went through while epochs were
+    /// being written is released (see `BOTTOMMOST_REWRITE_DELAY`). A test or
+    /// benchmark that compares what two checkpoints share calls this first.
     pub fn wait_for_compactions(&mut self) -> Result<()> {
         self.settle()?;
         let mut options = WaitForCompactOptions::default();

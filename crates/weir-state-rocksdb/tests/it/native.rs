@@ -283,8 +283,8 @@ fn incremental_checkpoint_after_changing_one_percent_is_small() {
     let dir = tempfile::tempdir().expect("tempdir");
     let n: i64 = 100_000;
     let mut b = filled(&dir.path().join("db"), max().full_range(), n);
-    // Releasing the snapshot the load was read through lets RocksDB rewrite
-    // the bottommost files; that must not happen between the checkpoints.
+    // The load's flushes may start a compaction (level-0 files merged into
+    // the next level); it must not land between the checkpoints.
     b.wait_for_compactions().expect("compactions end");
     let first = b
         .native_checkpoint(&dir.path().join("chk-1"))
