@@ -47,6 +47,9 @@ pub enum BenchError {
     /// This system does not report resident memory the way Linux does.
     #[error("cannot measure memory: {0}")]
     Memory(String),
+    /// This system does not report scheduler statistics the way Linux does.
+    #[error("cannot read scheduler statistics: {0}")]
+    Sched(String),
 }
 
 /// The benchmark's result type.

@@ -17,6 +17,7 @@ use crate::Backend;
 use crate::error::{Result, io};
 use crate::memory;
 use crate::report::{Records, mib_s, ms, percentile};
+use crate::schedstat::{self, Sched};
 use crate::storage;
 use crate::workload::{self, Keys};
 
@@ -84,6 +85,8 @@ pub fn run(
     let checkpoints = storage::checkpoints(&checkpoints_dir, "bench")?;
     let state_storage = checkpoints.state_storage();
     let (mut pauses, mut finalizes, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut scheds: Vec<Sched> = Vec::new();
+    let mut beside: Vec<String> = Vec::new();
     let mut uploads = [
         Uploads::new(Compression::Zstd),
         Uploads::new(Compression::Lz4),
@@ -98,11 +101,15 @@ pub fn run(
             round,
         )?;
         // The barrier of the host: make the cut epoch final, then freeze.
+        let threads = schedstat::threads()?;
+        let before = schedstat::now()?;
         let started = Instant::now();
         subtask.finalize_up_to(Epoch(round + 1))?;
         let finalized = started.elapsed();
         let snapshot = subtask.snapshot_sync()?;
         let pause = started.elapsed();
+        scheds.push(before.until(schedstat::now()?));
+        beside.push(schedstat::busiest(&threads, &schedstat::threads()?, 4));
         pauses.push(pause);
         finalizes.push(finalized);
         syncs.push(pause - finalized);
@@ -156,6 +163,7 @@ pub fn run(
         pauses.len() as f64,
         "count",
     );
+    slowest_pause(out, (name, n), &pauses, &finalizes, (&scheds, &beside));
 
     for series in &uploads {
         series.report(name, n, out);
@@ -301,4 +309,46 @@ impl Uploads {
         );
         out.add(benchmark, backend, n, "uploads", uploads, "count");
     }
+}
+
+/// The slowest pause's round (1 is the first after the load) and where its
+/// wall time went: finalize, on a core, waiting for one, asleep.
+fn slowest_pause(
+    out: &mut Records,
+    (name, n): (&'static str, u64),
+    pauses: &[Duration],
+    finalizes: &[Duration],
+    (scheds, beside): (&[Sched], &[String]),
+) {
+    let Some((index, pause)) = pauses.iter().enumerate().max_by_key(|(_, pause)| **pause) else {
+        return;
+    };
+    let sched = scheds[index];
+    let on_cpu = Duration::from_nanos(sched.on_cpu);
+    let waiting = Duration::from_nanos(sched.waiting_for_cpu);
+    let asleep = pause.saturating_sub(on_cpu + waiting);
+    out.add(
+        "sync_pause",
+        name,
+        n,
+        "slowest_round",
+        (index + 1) as f64,
+        "round",
+    );
+    for (metric, value) in [
+        ("slowest_finalize_ms", finalizes[index]),
+        ("slowest_on_cpu_ms", on_cpu),
+        ("slowest_waiting_for_cpu_ms", waiting),
+        ("slowest_asleep_ms", asleep),
+    ] {
+        out.add("sync_pause", name, n, metric, ms(value), "ms");
+    }
+    out.note(format!(
+        "{name} {n} keys: slowest pause {:.2} ms (round {}; {:.2} ms waiting for a core); \
+         threads on a core meanwhile (the pause's own included): {}",
+        ms(*pause),
+        index + 1,
+        ms(waiting),
+        beside[index]
+    ));
 }

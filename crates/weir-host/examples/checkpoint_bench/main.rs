@@ -18,6 +18,7 @@ mod incremental;
 mod memory;
 mod report;
 mod rescale;
+mod schedstat;
 mod storage;
 mod workload;
 
