@@ -790,17 +790,28 @@ class Driver:
         return self.checkpoints[-1] if self.checkpoints else None
 
     def _epochs_wanted(self, generation: _Generation) -> int:
-        """How many epochs the next Spark job may run: as configured, within the epoch budget;
+        """How many epochs the next Spark job may run (see :meth:`_epochs_allowed`)."""
+        return max(1, self._epochs_allowed(self.epochs_succeeded, any_final=generation.final_epoch is not None))
+
+    def epochs_after_running(self) -> int:
+        """How many epochs the Spark job after the running one may run if the running one
+        succeeds (its last epoch is final then): the runner plans that job's input while this
+        one runs. 0 when the running job spends the epoch budget."""
+        running = len(self.running.epochs) if self.running is not None else 0
+        return self._epochs_allowed(self.epochs_succeeded + running, any_final=True)
+
+    def _epochs_allowed(self, succeeded: int, *, any_final: bool) -> int:
+        """As configured, within what is left of the epoch budget after ``succeeded`` epochs;
         one while no epoch is final and checkpoints are taken. Until then a checkpoint has no
         cut to take before its tasks' first boundary, which comes after the job's first stage
         scanned the input of every epoch it runs (at 20M events, the first checkpoints of a
         run with jobs of four epochs completed 2.6-3.2 s after their trigger)."""
-        if generation.final_epoch is None and self.options.checkpointing:
+        if not any_final and self.options.checkpointing:
             return 1
         wanted = self.options.epochs_per_job
         if self.options.max_epochs is not None:
-            wanted = min(wanted, self.options.max_epochs - self.epochs_succeeded)
-        return max(1, wanted)
+            wanted = min(wanted, self.options.max_epochs - succeeded)
+        return max(0, wanted)
 
     def _order(self, generation: _Generation, *, data: bool) -> EpochOrder:
         planned = generation.pending_input

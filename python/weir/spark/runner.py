@@ -493,13 +493,14 @@ class Runner:
         return PlannedInput(tuple(epochs), position, exhausted)
 
     def prefetch_next_input(self, max_epochs: int) -> None:
-        """Plans the input after the running job's in the background, and routes it to the
-        first step's subtasks: listing and resolving files and Spark's analysis of the routed
-        plan are driver work (50-70 ms an epoch) the next job need not wait for. A source
-        plans the same records from the same position, so planning early changes nothing but
-        when new files are seen."""
+        """Plans up to ``max_epochs`` epochs of the input after the running job's in the
+        background (what the driver says the next job may run), and routes it to the first
+        step's subtasks: listing and resolving files and Spark's analysis of the routed plan
+        are driver work (50-70 ms an epoch) the next job need not wait for. A source plans the
+        same records from the same position, so planning early changes nothing but when new
+        files are seen."""
         planned = self.planned
-        if planned is None or planned.exhausted:
+        if planned is None or planned.exhausted or max_epochs < 1:
             return
         budget = self.sizer.budget()
         future = self.background.submit(self.plan_and_route, planned.position, budget, max_epochs)
@@ -552,7 +553,7 @@ class Runner:
                 self.plan_cuts(order)
             output = self.planner.frame(inputs, lambda step: self.task(order, step), routed, write)
         if order.data:
-            self.prefetch_next_input(self.driver.options.epochs_per_job)
+            self.prefetch_next_input(self.driver.epochs_after_running())
         spark_writes = order.data and write is None
         self.byte_limit.apply(self.arrow_inputs_fixed_width(output, spark_writes))
         future = self.jobs.submit(self.run_spark_job, order, output, spark_writes)

@@ -530,6 +530,20 @@ def test_a_restored_generation_runs_several_epochs_from_its_first_job() -> None:
     assert decision.action == PlanInput(4)
 
 
+def test_the_input_planned_ahead_is_what_the_next_job_may_run() -> None:
+    # The runner plans the next job's input while a job runs, with this count.
+    shell = Shell(epochs_per_job=4, max_epochs=7, deliver_barriers=True, in_job_cuts=True)
+    shell.start()
+    shell.step(InputPlanned(True, {"next": 100}, False))
+    assert shell.driver.epochs_after_running() == 4, "the first job's epoch is final once it ran"
+    assert shell.succeed(1).action == PlanInput(4)
+    shell.step(InputPlanned(True, {"next": 500}, False, ({"next": 200}, {"next": 300}, {"next": 400})))
+    assert shell.driver.epochs_after_running() == 2
+    assert shell.succeed(5).action == PlanInput(2)
+    shell.step(InputPlanned(True, {"next": 700}, False, ({"next": 600},)))
+    assert shell.driver.epochs_after_running() == 0, "the running job spends the budget"
+
+
 def test_a_job_of_several_epochs_stays_within_the_epoch_budget() -> None:
     shell = Shell(epochs_per_job=4, max_epochs=7)
     shell.start()
