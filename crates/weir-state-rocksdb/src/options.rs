@@ -172,10 +172,10 @@ const SCAN_FLUSH_TRIGGERS: &str =
 /// RocksDB rewrites a file of the last level, to drop versions only a
 /// released snapshot could read and to zero its sequence numbers, as soon as
 /// that snapshot goes. The backend holds a snapshot while it folds epochs, so
-/// without a delay the files of every checkpoint were rewritten soon after it
-/// (a restored database's within its first epoch) and the next incremental
-/// checkpoint uploaded the whole state again (seen in the Spark tests: the
-/// first checkpoint after a restore sent every byte). An hour keeps a file's
+/// without a delay checkpointed files were rewritten soon after (a restored
+/// database's within its first epoch) and the next incremental checkpoint
+/// uploaded them again (seen in the Spark tests: the first checkpoint after
+/// a restore often sent every byte). An hour keeps a file's
 /// name, and what incremental checkpoints reuse, that long; the space the
 /// rewrite frees (a fifth of a file in those tests) waits for it.
 const BOTTOMMOST_REWRITE_DELAY: &str = "bottommost_file_compaction_delay=3600";

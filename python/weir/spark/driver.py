@@ -791,7 +791,8 @@ class Driver:
 
     def _epochs_wanted(self, generation: _Generation) -> int:
         """How many epochs the next Spark job may run (see :meth:`_epochs_allowed`)."""
-        return max(1, self._epochs_allowed(self.epochs_succeeded, any_final=generation.final_epoch is not None))
+        any_final = generation.final_epoch is not None
+        return max(1, self._epochs_allowed(self.epochs_succeeded, any_final=any_final))
 
     def epochs_after_running(self) -> int:
         """How many epochs the Spark job after the running one may run if the running one
