@@ -30,16 +30,23 @@ impl Sched {
 pub fn now() -> Result<Sched> {
     let path = Path::new("/proc/thread-self/schedstat");
     let text = std::fs::read_to_string(path).map_err(io("read", path))?;
+    parse(&text).ok_or_else(|| {
+        BenchError::Sched(format!(
+            "{} does not start with two counters: {text:?}",
+            path.display()
+        ))
+    })
+}
+
+/// The counters a `schedstat` file starts with.
+fn parse(text: &str) -> Option<Sched> {
     let mut fields = text.split_whitespace().map(str::parse::<u64>);
     match (fields.next(), fields.next()) {
-        (Some(Ok(on_cpu)), Some(Ok(waiting_for_cpu))) => Ok(Sched {
+        (Some(Ok(on_cpu)), Some(Ok(waiting_for_cpu))) => Some(Sched {
             on_cpu,
             waiting_for_cpu,
         }),
-        _ => Err(BenchError::Sched(format!(
-            "{} does not start with two counters: {text:?}",
-            path.display()
-        ))),
+        _ => None,
     }
 }
 
@@ -58,11 +65,7 @@ pub fn threads() -> Result<Vec<(String, u64)>> {
         ) else {
             continue;
         };
-        let on_cpu = stat
-            .split_whitespace()
-            .next()
-            .and_then(|field| field.parse::<u64>().ok())
-            .unwrap_or(0);
+        let on_cpu = parse(&stat).map_or(0, |sched| sched.on_cpu);
         threads.push((name.trim().to_owned(), on_cpu));
     }
     Ok(threads)
