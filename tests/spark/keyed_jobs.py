@@ -8,6 +8,7 @@ expected averages, once each, whatever fails on the way.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -175,3 +176,33 @@ def stop_with_savepoint_after(job: StreamJob, epoch: int) -> Callable[[EpochProg
             asked.append(job.stop_with_savepoint())
 
     return on_epoch
+
+
+def stop_with_savepoint_after_a_checkpoint(job: StreamJob) -> Callable[[EpochProgress], None]:
+    """An ``on_epoch`` callback that asks ``job`` once for a stop-with-savepoint after its
+    first checkpoint completed. The callback runs in the driver between Spark jobs, so the
+    request reaches a job that is still running, however fast its epochs go."""
+    asked: list[object] = []
+
+    def on_epoch(progress: EpochProgress) -> None:
+        if progress.checkpoints and not asked:
+            asked.append(job.stop_with_savepoint())
+
+    return on_epoch
+
+
+def kill_state_hosts_after_a_checkpoint(job_name: str) -> tuple[Callable[[EpochProgress], None], list[int]]:
+    """An ``on_epoch`` callback that SIGKILLs the state hosts of job ``job_name`` once, after
+    its first checkpoint completed, and the list of the killed pids. Called between Spark
+    jobs, it kills them while the job still has epochs to run (give it several) or output
+    to publish."""
+    killed: list[int] = []
+
+    def on_epoch(progress: EpochProgress) -> None:
+        if progress.checkpoints and not killed:
+            pids = state_host_pids(job_name)
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            killed.extend(pids)
+
+    return on_epoch, killed

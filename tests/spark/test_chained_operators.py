@@ -4,16 +4,13 @@ savepoint compatibility by uid (Flink's savepoint FAQ), and the buffering sink."
 from __future__ import annotations
 
 import os
-import signal
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from keyed_average import FailingOnce
-from keyed_jobs import state_host_pids, stop_with_savepoint_after
+from keyed_jobs import kill_state_hosts_after_a_checkpoint, stop_with_savepoint_after
 from pyspark.sql import functions as F
 from three_step import (
     EVENT_SCHEMA,
@@ -131,22 +128,8 @@ def test_three_steps_with_a_task_failure_in_the_second_step(
 
 def test_three_steps_with_a_state_host_killed(spark: SparkSession, tmp_path: Path, events: Path) -> None:
     job, out = three_step_job(spark, tmp_path, events, name="three-step-host-killed")
-    killed: list[int] = []
-
-    def kill_after_first_checkpoint() -> None:
-        job_dir = tmp_path / "ckpt" / "three-step-host-killed"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            if any((p / "_metadata").exists() for p in job_dir.glob("chk-*")):
-                for pid in state_host_pids("three-step-host-killed"):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
-    killer.start()
-    result = job.execute()
-    killer.join(timeout=1)
+    kill, killed = kill_state_hosts_after_a_checkpoint("three-step-host-killed")
+    result = job.execute(on_epoch=kill)
     assert killed and result.restarts >= 1
     assert_three_step_output(spark, out)
 

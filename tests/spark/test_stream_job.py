@@ -16,9 +16,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from collections import Counter
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +36,8 @@ from keyed_jobs import (  # noqa: E402
     assert_nothing_left_behind,
     expected_pairs,
     keyed_average_job,
-    state_host_pids,
+    kill_state_hosts_after_a_checkpoint,
+    stop_with_savepoint_after_a_checkpoint,
     write_event_files,
 )
 from pyspark.sql import functions as F
@@ -216,32 +217,12 @@ def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: 
     assert_exactly_once(spark, out)
 
 
-def _kill_hosts_after_first_checkpoint(tmp_path: Path, name: str) -> tuple[threading.Thread, list[int]]:
-    """Starts a thread that SIGKILLs job ``name``'s state hosts once its first checkpoint completed."""
-    killed: list[int] = []
-
-    def kill() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            job_dir = tmp_path / "ckpt" / name
-            done = job_dir.exists() and any((p / "_metadata").exists() for p in job_dir.glob("chk-*"))
-            pids = state_host_pids(name)
-            if done and pids:
-                for pid in pids:
-                    os.kill(pid, signal.SIGKILL)
-                killed.extend(pids)
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill, daemon=True)
-    killer.start()
-    return killer, killed
-
-
 def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_path: Path) -> None:
-    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-host-killed")
-    killer, killed = _kill_hosts_after_first_checkpoint(tmp_path, "avg-host-killed")
-    result = job.execute()
-    killer.join(timeout=1)
+    job, out = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), name="avg-host-killed", rows_per_epoch=10_000
+    )
+    kill, killed = kill_state_hosts_after_a_checkpoint("avg-host-killed")
+    result = job.execute(on_epoch=kill)
     assert killed, "the state host was killed mid-run"
     assert result.restarts >= 1
     assert_exactly_once(spark, out)
@@ -261,9 +242,8 @@ def test_incremental_rocksdb_checkpoints_survive_a_killed_host_and_restore_resca
     job, out = keyed_average_job(
         spark, tmp_path, KeyedAverage(), name=name, state_backend=backend, rows_per_epoch=10_000
     )
-    killer, killed = _kill_hosts_after_first_checkpoint(tmp_path, name)
-    first = job.execute(max_epochs=12)
-    killer.join(timeout=1)
+    kill, killed = kill_state_hosts_after_a_checkpoint(name)
+    first = job.execute(max_epochs=12, on_epoch=kill)
     assert killed, "the state host was killed mid-run"
     assert first.restarts >= 1
     completed = [
@@ -406,27 +386,13 @@ def test_epochs_run_while_a_slow_upload_is_in_flight(spark: SparkSession, tmp_pa
     assert any(newest >= cut + 2 for _, cut, newest in result.completions), result.completions
 
 
-def _stop_after_first_checkpoint(job: StreamJob, savepoints: Path) -> threading.Thread:
-    def stop() -> None:
-        while True:
-            if any((p / "_metadata").exists() for p in (savepoints.parent / "ckpt").glob("*/chk-*")):
-                job.stop_with_savepoint(str(savepoints))
-                return
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=stop, daemon=True)
-    thread.start()
-    return thread
-
-
 @pytest.mark.parametrize("new_parallelism", [3, 1])
 def test_stop_with_savepoint_and_resume_rescaled(
     spark: SparkSession, tmp_path: Path, new_parallelism: int
 ) -> None:
     savepoints = tmp_path / "savepoints"
     job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
-    _stop_after_first_checkpoint(job, savepoints)
-    stopped = job.execute()
+    stopped = job.execute(on_epoch=stop_with_savepoint_after_a_checkpoint(job))
     assert stopped.savepoint is not None
     assert Path(stopped.savepoint, "_metadata").exists()
     resumed, out2 = keyed_average_job(
@@ -442,11 +408,24 @@ def test_stop_with_savepoint_and_resume_rescaled(
     assert_exactly_once(spark, out)
 
 
+def test_a_savepoint_the_job_ends_before_fails_instead_of_waiting_forever(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Asked for after the last epoch of the epoch budget: the run ends before
+    # the savepoint can complete, and its future says so.
+    job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(tmp_path / "savepoints"))
+    asked: list[Future[str]] = []
+    result = job.execute(max_epochs=1, on_epoch=lambda _: asked.append(job.trigger_savepoint()))
+    assert result.savepoint is None
+    (future,) = asked
+    with pytest.raises(CheckpointError, match="the job ended before the savepoint completed"):
+        future.result(timeout=0)
+
+
 def test_a_savepoint_with_state_of_a_removed_operator_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     savepoints = tmp_path / "savepoints"
     job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
-    _stop_after_first_checkpoint(job, savepoints)
-    stopped = job.execute()
+    stopped = job.execute(on_epoch=stop_with_savepoint_after_a_checkpoint(job))
     assert stopped.savepoint is not None
 
     def renamed(allow: bool) -> StreamJob:

@@ -341,6 +341,13 @@ class StreamJob:
             assert path is not None
             future.set_result(path)
 
+    def _abandon_requests(self, error: BaseException) -> None:
+        """Fails every savepoint request not answered yet (the run ended)."""
+        with self._lock:
+            futures, self._futures, self._requests = list(self._futures.values()), {}, []
+        for future in futures:
+            future.set_exception(error)
+
     # -- running ------------------------------------------------------------
 
     def execute(

@@ -31,7 +31,7 @@ import weir.host
 from weir import _internal
 from weir.checkpoint import RestoreTicket, check_restore, read_checkpoint, restore_tickets
 from weir.config import CheckpointConfig
-from weir.exceptions import InvalidArgumentError, WeirError
+from weir.exceptions import CheckpointError, InvalidArgumentError, WeirError
 from weir.spark import _host
 from weir.spark import driver as d
 from weir.spark.arrow_batches import ByteLimit, arrow_schema, fixed_width
@@ -228,6 +228,13 @@ class Runner:
             self.coordinator.shutdown(cancelled=cancelled)
         shutil.rmtree(self.host_dir, ignore_errors=True)
         self.byte_limit.restore()
+        # As in Flink, a savepoint the job did not complete before it ended fails.
+        self.job._abandon_requests(
+            CheckpointError(
+                "the job ended before the savepoint completed; ask for one while the job "
+                "runs, for example from execute(on_epoch=...)"
+            )
+        )
 
     # -- the loop ---------------------------------------------------------------
 
