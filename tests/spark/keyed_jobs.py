@@ -165,27 +165,27 @@ def assert_hosts_stopped(job_name: str) -> None:
     assert not state_host_pids(job_name), f"state hosts of {job_name} outlived the run"
 
 
-def stop_with_savepoint_after(job: StreamJob, epoch: int) -> Callable[[EpochProgress], None]:
-    """An ``on_epoch`` callback that asks ``job`` once for a stop-with-savepoint when the
-    newest successful epoch reaches ``epoch``: a Spark job may run several epochs, and the
-    callback sees only the last one of each."""
+def after_a_checkpoint(progress: EpochProgress) -> bool:
+    """True once the job's first checkpoint completed."""
+    return bool(progress.checkpoints)
+
+
+def from_epoch(epoch: int) -> Callable[[EpochProgress], bool]:
+    """True once the newest successful epoch reaches ``epoch``: a Spark job may run several
+    epochs, and an ``on_epoch`` callback sees only the last one of each."""
+    return lambda progress: progress.epoch >= epoch
+
+
+def stop_with_savepoint_when(
+    job: StreamJob, when: Callable[[EpochProgress], bool]
+) -> Callable[[EpochProgress], None]:
+    """An ``on_epoch`` callback that asks ``job`` once for a stop-with-savepoint when
+    ``when`` holds. The callback runs in the driver between Spark jobs, so the request
+    reaches a job that is still running, however fast its epochs go."""
     asked: list[object] = []
 
     def on_epoch(progress: EpochProgress) -> None:
-        if progress.epoch >= epoch and not asked:
-            asked.append(job.stop_with_savepoint())
-
-    return on_epoch
-
-
-def stop_with_savepoint_after_a_checkpoint(job: StreamJob) -> Callable[[EpochProgress], None]:
-    """An ``on_epoch`` callback that asks ``job`` once for a stop-with-savepoint after its
-    first checkpoint completed. The callback runs in the driver between Spark jobs, so the
-    request reaches a job that is still running, however fast its epochs go."""
-    asked: list[object] = []
-
-    def on_epoch(progress: EpochProgress) -> None:
-        if progress.checkpoints and not asked:
+        if when(progress) and not asked:
             asked.append(job.stop_with_savepoint())
 
     return on_epoch
@@ -199,7 +199,7 @@ def kill_state_hosts_after_a_checkpoint(job_name: str) -> tuple[Callable[[EpochP
     killed: list[int] = []
 
     def on_epoch(progress: EpochProgress) -> None:
-        if progress.checkpoints and not killed:
+        if after_a_checkpoint(progress) and not killed:
             pids = state_host_pids(job_name)
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from keyed_average import FailingOnce
-from keyed_jobs import kill_state_hosts_after_a_checkpoint, stop_with_savepoint_after
+from keyed_jobs import from_epoch, kill_state_hosts_after_a_checkpoint, stop_with_savepoint_when
 from pyspark.sql import functions as F
 from three_step import (
     EVENT_SCHEMA,
@@ -139,7 +139,7 @@ def test_three_steps_stopped_with_a_savepoint_and_resumed_rescaled_per_step(
 ) -> None:
     savepoints = tmp_path / "savepoints"
     job, out = three_step_job(spark, tmp_path, events, (2, 3, 1), savepoint_dir=str(savepoints))
-    job.execute(on_epoch=stop_with_savepoint_after(job, 4))
+    job.execute(on_epoch=stop_with_savepoint_when(job, from_epoch(4)))
     (savepoint,) = savepoints.iterdir()
     resumed, out2 = three_step_job(spark, tmp_path, events, (3, 1, 2), name="resumed", restore=str(savepoint))
     assert out2 == out
@@ -312,7 +312,7 @@ def test_the_buffering_sink_keeps_every_element_exactly_once_when_rescaled(
     savepoints = tmp_path / "savepoints"
     first_sink = sinks.collect()
     first = buffering_job("buffer", 2, first_sink, savepoint_dir=str(savepoints))
-    first.execute(on_epoch=stop_with_savepoint_after(first, 3))
+    first.execute(on_epoch=stop_with_savepoint_when(first, from_epoch(3)))
     (savepoint,) = savepoints.iterdir()
     second_sink = sinks.collect()
     final = tmp_path / "final"

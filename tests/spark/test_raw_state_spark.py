@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from keyed_jobs import stop_with_savepoint_after
+from keyed_jobs import from_epoch, stop_with_savepoint_when
 
 from weir import (
     CheckpointedFunction,
@@ -94,7 +94,7 @@ def test_raw_keyed_and_operator_state_round_trip_through_savepoints_rescaled(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     first, _ = _job(spark, tmp_path, "raw-2", RawTotals(), 2, N)
-    stopped = first.execute(on_epoch=stop_with_savepoint_after(first, 3))
+    stopped = first.execute(on_epoch=stop_with_savepoint_when(first, from_epoch(3)))
     second, _ = _job(spark, tmp_path, "raw-3", RawTotals(), 3, N, restore=stopped.savepoint)
     # The source goes on from the savepoint; stop once the input is used up.
     finished = second.execute(

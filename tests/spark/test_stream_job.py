@@ -31,13 +31,14 @@ from keyed_jobs import (  # noqa: E402
     EXPECTED,
     KEYS,
     N,
+    after_a_checkpoint,
     assert_exactly_once,
     assert_hosts_stopped,
     assert_nothing_left_behind,
     expected_pairs,
     keyed_average_job,
     kill_state_hosts_after_a_checkpoint,
-    stop_with_savepoint_after_a_checkpoint,
+    stop_with_savepoint_when,
     write_event_files,
 )
 from pyspark.sql import functions as F
@@ -392,7 +393,7 @@ def test_stop_with_savepoint_and_resume_rescaled(
 ) -> None:
     savepoints = tmp_path / "savepoints"
     job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
-    stopped = job.execute(on_epoch=stop_with_savepoint_after_a_checkpoint(job))
+    stopped = job.execute(on_epoch=stop_with_savepoint_when(job, after_a_checkpoint))
     assert stopped.savepoint is not None
     assert Path(stopped.savepoint, "_metadata").exists()
     resumed, out2 = keyed_average_job(
@@ -425,7 +426,7 @@ def test_a_savepoint_the_job_ends_before_fails_instead_of_waiting_forever(
 def test_a_savepoint_with_state_of_a_removed_operator_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     savepoints = tmp_path / "savepoints"
     job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
-    stopped = job.execute(on_epoch=stop_with_savepoint_after_a_checkpoint(job))
+    stopped = job.execute(on_epoch=stop_with_savepoint_when(job, after_a_checkpoint))
     assert stopped.savepoint is not None
 
     def renamed(allow: bool) -> StreamJob:
