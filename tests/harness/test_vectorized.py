@@ -128,6 +128,19 @@ def test_batch_state_errors() -> None:
             h.process_batch(batch([(0, "ann", 1, "sum")]))
 
 
+def test_put_batch_of_values_that_are_not_arrow_says_what_to_pass() -> None:
+    class Lists(VectorizedKeyedFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.total = runtime_context.get_state(ValueStateDescriptor("total", pa.int64()))
+
+        def process_batch(self, batch: pa.RecordBatch, ctx: BatchContext) -> None:
+            self.total.put_batch(ctx.keys, batch.column("amount").to_pylist())
+
+    refused = pytest.raises(InvalidArgumentError, match="is not an Arrow array: pass a pyarrow Array")
+    with KeyedOperatorHarness(Lists(), key_selector="user") as h, refused:
+        h.process_batch(batch([(0, "ann", 1, "x")]))
+
+
 def test_vectorized_functions_only_take_value_state() -> None:
     from weir import ListStateDescriptor, Types
 

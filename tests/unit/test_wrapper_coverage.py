@@ -19,6 +19,7 @@ PACKAGE_DIR = Path(weir.__file__).parent
 PRIVATE: dict[str, str] = {
     "Session": "returned by LocalOperator.session() (and the state host client); weir.runtime drives it",
     "KeyBatch": "returned by Session.keys(); only passed back into Session methods",
+    "ExportedArray": "returned by Session.get_batch() and aggregate(); weir.runtime imports it",
     "host_status": "diagnostics of a state host session (what it holds and does), for people and tests",
     "host_exit_already_running": "the exit code contract of the weir-host process, for its launchers",
 }

@@ -4,6 +4,7 @@
 //! the exception hierarchy in `errors.rs`; the logic lives in the core crates.
 //! This file only registers. Users import the typed wrappers in `python/weir`.
 
+mod arrays;
 mod checkpoints;
 mod config;
 mod coordinator;
@@ -67,6 +68,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<local::PyLocalOperator>()?;
     m.add_class::<session::PySession>()?;
     m.add_class::<session::PyKeyBatch>()?;
+    m.add_class::<arrays::PyExportedArray>()?;
     m.add_class::<types::PyValueType>()?;
     m.add_class::<types::PyStateDescriptor>()?;
     m.add_function(wrap_pyfunction!(key_groups::key_groups_of, m)?)?;

@@ -3,24 +3,25 @@
 //! encoded keys of one batch.
 //!
 //! Glue only: Python sequences become iterators of [`PyValue`]s, results are
-//! built with [`PyBuilder`], Arrow arrays cross as IPC streams.
+//! built with [`PyBuilder`], Arrow arrays cross through the Arrow PyCapsule
+//! interface (`crate::arrays`).
 
 use std::sync::{Mutex, MutexGuard};
 
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 use weir_host::client::RemoteSession;
 use weir_host::local::LocalSession;
-use weir_host::protocol::payload;
 use weir_host::typed::{TypedSession, redistribution_mode};
 use weir_host::{Aggregation, KeyBatch};
 use weir_state::StateId;
 use weir_types::{Attempt, Epoch};
 
+use crate::arrays::{PyExportedArray, import_array};
 use crate::errors::PyWeirError;
 use crate::types::{PyStateDescriptor, PyValueType};
-use crate::values::{PyBuilder, PyItems, items};
+use crate::values::{PyBuilder, PyItems, items, short_repr};
 
 /// The encoded keys (and key groups) of one batch of state accesses.
 #[pyclass(module = "weir._internal", name = "KeyBatch", frozen)]
@@ -118,12 +119,17 @@ impl PySession {
     }
 }
 
-/// The `value` column of an Arrow IPC stream of one batch.
-fn value_column(stream: &[u8]) -> Result<ArrayRef, PyWeirError> {
-    Ok(payload::array(
-        &payload::decode(stream)?,
-        payload::column::VALUE,
-    )?)
+/// The columns of a pyarrow `RecordBatch` (which exports itself as a struct
+/// array of them).
+fn record_batch(obj: &Bound<'_, PyAny>) -> Result<RecordBatch, PyWeirError> {
+    let array = import_array(obj)?;
+    let Some(columns) = array.as_any().downcast_ref::<StructArray>() else {
+        return Err(PyWeirError::InvalidArgument(format!(
+            "{} is not a batch of key columns: pass a pyarrow RecordBatch",
+            short_repr(obj)
+        )));
+    };
+    Ok(RecordBatch::from(columns))
 }
 
 /// Each element of `lists` as a sequence of items.
@@ -215,16 +221,17 @@ impl PySession {
         Ok(PyKeyBatch { batch })
     }
 
-    /// Encodes the keys in the rows of an Arrow IPC batch of key columns, in
-    /// order; the column named `key_group_column`, if given, holds their key
-    /// groups instead.
+    /// Encodes the keys in the rows of a batch of key columns (any object
+    /// with `__arrow_c_array__`: a pyarrow `RecordBatch`), in order; the
+    /// column named `key_group_column`, if given, holds their key groups
+    /// instead.
     #[pyo3(signature = (batch, key_group_column = None))]
     fn arrow_keys(
         &self,
-        batch: &[u8],
+        batch: &Bound<'_, PyAny>,
         key_group_column: Option<&str>,
     ) -> Result<PyKeyBatch, PyWeirError> {
-        let batch = payload::decode(batch)?;
+        let batch = record_batch(batch)?;
         let schema = batch.schema();
         let (groups, columns): (Vec<_>, Vec<_>) = schema
             .fields()
@@ -345,46 +352,44 @@ impl PySession {
         Ok(self.lock().typed().clear(StateId(state), &keys.batch)?)
     }
 
-    /// The values of a value-like state as an Arrow IPC stream (one column).
-    fn get_batch<'py>(
-        &self,
-        py: Python<'py>,
-        state: u32,
-        keys: &PyKeyBatch,
-    ) -> Result<Bound<'py, PyBytes>, PyWeirError> {
+    /// The values of a value-like state, as an array `pyarrow.array` imports.
+    fn get_batch(&self, state: u32, keys: &PyKeyBatch) -> Result<PyExportedArray, PyWeirError> {
         let array = self.lock().typed().get_batch(StateId(state), &keys.batch)?;
-        Ok(PyBytes::new(py, &payload::encode_values(array)?))
+        Ok(PyExportedArray::new(array))
     }
 
-    /// Writes values given as an Arrow IPC stream of one column (null clears).
-    fn put_batch(&self, state: u32, keys: &PyKeyBatch, values: &[u8]) -> Result<(), PyWeirError> {
-        let array = value_column(values)?;
+    /// Writes values given as an Arrow array (null clears).
+    fn put_batch(
+        &self,
+        state: u32,
+        keys: &PyKeyBatch,
+        values: &Bound<'_, PyAny>,
+    ) -> Result<(), PyWeirError> {
+        let array = import_array(values)?;
         Ok(self
             .lock()
             .typed()
             .put_batch(StateId(state), &keys.batch, &array)?)
     }
 
-    /// Folds inputs (an IPC stream of one column) with a built-in aggregate,
-    /// in count windows of `window` rows if given; returns each row's result
-    /// as an IPC stream.
+    /// Folds inputs (an Arrow array) with a built-in aggregate, in count
+    /// windows of `window` rows if given; returns each row's result.
     #[pyo3(signature = (state, keys, inputs, function, window=None))]
-    fn aggregate<'py>(
+    fn aggregate(
         &self,
-        py: Python<'py>,
         state: u32,
         keys: &PyKeyBatch,
-        inputs: &[u8],
+        inputs: &Bound<'_, PyAny>,
         function: &str,
         window: Option<u32>,
-    ) -> Result<Bound<'py, PyBytes>, PyWeirError> {
+    ) -> Result<PyExportedArray, PyWeirError> {
         let aggregation = Aggregation::parse(function, window)?;
-        let inputs = value_column(inputs)?;
+        let inputs = import_array(inputs)?;
         let out =
             self.lock()
                 .typed()
                 .aggregate(StateId(state), &keys.batch, &inputs, aggregation)?;
-        Ok(PyBytes::new(py, &payload::encode_values(out)?))
+        Ok(PyExportedArray::new(out))
     }
 
     /// The items of an operator list state.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Final
@@ -13,16 +12,10 @@ from weir._internal import Session
 from weir.exceptions import InvalidArgumentError
 from weir.functions import BatchContext, BatchState
 from weir.state import StateDescriptor
-from weir.types import to_arrow_field
 
 __all__ = ["NATIVE_AGGREGATES", "BatchKeys", "VectorizedContext", "VectorizedState", "arrow_batch_keys"]
 
 NATIVE_AGGREGATES: Final = ("count", "sum", "min", "max", "mean")
-
-
-def _ipc_bytes(array: pa.Array | pa.ChunkedArray, field: pa.Field) -> bytes:
-    array = _whole(array)
-    return _ipc_batch(pa.RecordBatch.from_arrays([array], schema=pa.schema([field.with_type(array.type)])))
 
 
 _KEY_GROUP_COLUMN: Final = "__weir_key_group"
@@ -50,7 +43,7 @@ def arrow_batch_keys(
         groups = _whole(key_groups) if arrow_groups else pa.array(key_groups, pa.int64())
         columns = columns.append_column(_KEY_GROUP_COLUMN, groups)
     group_column = None if key_groups is None else _KEY_GROUP_COLUMN
-    return BatchKeys(session.arrow_keys(_ipc_batch(columns), group_column), values)
+    return BatchKeys(session.arrow_keys(columns, group_column), values)
 
 
 def _whole(array: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -60,19 +53,6 @@ def _whole(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _rows_of(columns: pa.RecordBatch) -> list[tuple[Any, ...]]:
     """The rows of key ``columns`` as tuples: composite keys as Python objects."""
     return list(zip(*(column.to_pylist() for column in columns.columns), strict=True))
-
-
-def _ipc_batch(batch: pa.RecordBatch) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue()
-
-
-def _ipc_array(data: bytes) -> pa.Array:
-    reader = pa.ipc.open_stream(data)
-    table = reader.read_all()
-    return table.column(0).combine_chunks()
 
 
 class BatchKeys:
@@ -112,12 +92,11 @@ class VectorizedContext(BatchContext):
 class VectorizedState(BatchState):
     """A value-like keyed state of a vectorized function."""
 
-    __slots__ = ("_field", "_id", "_session", "name")
+    __slots__ = ("_id", "_session", "name")
 
     def __init__(self, session: Session, state_id: int, descriptor: StateDescriptor) -> None:
         self._session = session
         self._id = state_id
-        self._field = to_arrow_field(descriptor.type_info)
         self.name = descriptor.name
 
     def _keys(self, keys: Any) -> Any:
@@ -128,7 +107,7 @@ class VectorizedState(BatchState):
         return self._session.keys(list(keys), None)
 
     def get_batch(self, keys: Any) -> pa.Array:
-        return _ipc_array(self._session.get_batch(self._id, self._keys(keys)))
+        return pa.array(self._session.get_batch(self._id, self._keys(keys)))
 
     def put_batch(self, keys: Any, values: pa.Array) -> None:
         key_batch = self._keys(keys)
@@ -137,7 +116,7 @@ class VectorizedState(BatchState):
                 f"put_batch on state {self.name!r} got {len(values)} values for {len(key_batch)} keys: "
                 "pass one value per key"
             )
-        self._session.put_batch(self._id, key_batch, _ipc_bytes(values, self._field))
+        self._session.put_batch(self._id, key_batch, _whole(values))
 
     def aggregate(self, keys: Any, inputs: pa.Array, function: str, *, window: int | None = None) -> pa.Array:
         if function not in NATIVE_AGGREGATES:
@@ -150,8 +129,8 @@ class VectorizedState(BatchState):
                 f"aggregate on state {self.name!r} got {len(inputs)} inputs for {len(key_batch)} keys: "
                 "pass one input per key"
             )
-        data = _ipc_bytes(inputs, pa.field("value", inputs.type))
-        return _ipc_array(self._session.aggregate(self._id, key_batch, data, function, window))
+        exported = self._session.aggregate(self._id, key_batch, _whole(inputs), function, window)
+        return pa.array(exported)
 
     def clear_batch(self, keys: Any) -> None:
         self._session.clear(self._id, self._keys(keys))
