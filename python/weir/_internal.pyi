@@ -15,8 +15,8 @@ __all__ = [
     "CheckpointSubsumed",
     "CheckpointTriggered",
     "CleanupFailed",
-    "ExportedArray",
     "Coordinator",
+    "ExportedArray",
     "InvalidArgumentError",
     "JobFailed",
     "KeyBatch",
@@ -269,7 +269,6 @@ class ExportedArray:
     """An array the native module made; ``pyarrow.array(exported)`` imports it without a copy."""
 
     def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
-    def __len__(self) -> int: ...
 
 @final
 class KeyBatch:

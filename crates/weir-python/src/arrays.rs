@@ -52,10 +52,6 @@ impl PyExportedArray {
             PyCapsule::new_with_value(py, array, c"arrow_array")?,
         ))
     }
-
-    fn __len__(&self) -> usize {
-        self.array.len()
-    }
 }
 
 /// The array an object exports through `__arrow_c_array__` (a pyarrow
