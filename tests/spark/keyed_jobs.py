@@ -165,6 +165,11 @@ def assert_hosts_stopped(job_name: str) -> None:
     assert not state_host_pids(job_name), f"state hosts of {job_name} outlived the run"
 
 
+def checkpoints_completed(count: int) -> Callable[[EpochProgress], bool]:
+    """True once the job completed ``count`` checkpoints."""
+    return lambda progress: len(progress.checkpoints) >= count
+
+
 def after_a_checkpoint(progress: EpochProgress) -> bool:
     """True once the job's first checkpoint completed."""
     return bool(progress.checkpoints)
@@ -191,15 +196,16 @@ def stop_with_savepoint_when(
     return on_epoch
 
 
-def kill_state_hosts_after_a_checkpoint(job_name: str) -> tuple[Callable[[EpochProgress], None], list[int]]:
-    """An ``on_epoch`` callback that SIGKILLs the state hosts of job ``job_name`` once, after
-    its first checkpoint completed, and the list of the killed pids. Called between Spark
-    jobs, it kills them while the job still has epochs to run (give it several) or output
-    to publish."""
+def kill_state_hosts_when(
+    job_name: str, when: Callable[[EpochProgress], bool]
+) -> tuple[Callable[[EpochProgress], None], list[int]]:
+    """An ``on_epoch`` callback that SIGKILLs the state hosts of job ``job_name`` once, when
+    ``when`` holds, and the list of the killed pids. Called between Spark jobs, it kills
+    them while the job still has epochs to run (give it several) or output to publish."""
     killed: list[int] = []
 
     def on_epoch(progress: EpochProgress) -> None:
-        if after_a_checkpoint(progress) and not killed:
+        if when(progress) and not killed:
             pids = state_host_pids(job_name)
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from keyed_average import FailingOnce
-from keyed_jobs import from_epoch, kill_state_hosts_after_a_checkpoint, stop_with_savepoint_when
+from keyed_jobs import after_a_checkpoint, from_epoch, kill_state_hosts_when, stop_with_savepoint_when
 from pyspark.sql import functions as F
 from three_step import (
     EVENT_SCHEMA,
@@ -128,7 +128,7 @@ def test_three_steps_with_a_task_failure_in_the_second_step(
 
 def test_three_steps_with_a_state_host_killed(spark: SparkSession, tmp_path: Path, events: Path) -> None:
     job, out = three_step_job(spark, tmp_path, events, name="three-step-host-killed")
-    kill, killed = kill_state_hosts_after_a_checkpoint("three-step-host-killed")
+    kill, killed = kill_state_hosts_when("three-step-host-killed", after_a_checkpoint)
     result = job.execute(on_epoch=kill)
     assert killed and result.restarts >= 1
     assert_three_step_output(spark, out)

@@ -35,9 +35,10 @@ from keyed_jobs import (  # noqa: E402
     assert_exactly_once,
     assert_hosts_stopped,
     assert_nothing_left_behind,
+    checkpoints_completed,
     expected_pairs,
     keyed_average_job,
-    kill_state_hosts_after_a_checkpoint,
+    kill_state_hosts_when,
     stop_with_savepoint_when,
     write_event_files,
 )
@@ -222,7 +223,7 @@ def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_pat
     job, out = keyed_average_job(
         spark, tmp_path, KeyedAverage(), name="avg-host-killed", rows_per_epoch=10_000
     )
-    kill, killed = kill_state_hosts_after_a_checkpoint("avg-host-killed")
+    kill, killed = kill_state_hosts_when("avg-host-killed", after_a_checkpoint)
     result = job.execute(on_epoch=kill)
     assert killed, "the state host was killed mid-run"
     assert result.restarts >= 1
@@ -235,15 +236,24 @@ def test_incremental_rocksdb_checkpoints_survive_a_killed_host_and_restore_resca
     spark: SparkSession, tmp_path: Path
 ) -> None:
     # Checkpoints store RocksDB's SST files and send only new ones; the host
-    # is killed after the first, so the job fails over to an incremental
-    # checkpoint and goes on taking them. A second run restores the newest one
-    # at parallelism 3 (RocksDB files of two subtasks merged into three).
+    # is killed once a second (incremental) checkpoint completed, so the job
+    # fails over to an incremental checkpoint and goes on taking them. A
+    # second run restores the newest one at parallelism 3 (RocksDB files of
+    # two subtasks merged into three). One epoch per Spark job: the kill
+    # callback runs between jobs, so it sees every checkpoint as it completes
+    # instead of once after a job of many epochs.
     backend = StateBackend("rocksdb", incremental=True)
     name = "avg-incremental"
     job, out = keyed_average_job(
-        spark, tmp_path, KeyedAverage(), name=name, state_backend=backend, rows_per_epoch=10_000
+        spark,
+        tmp_path,
+        KeyedAverage(),
+        name=name,
+        state_backend=backend,
+        rows_per_epoch=10_000,
+        epochs_per_job=1,
     )
-    kill, killed = kill_state_hosts_after_a_checkpoint(name)
+    kill, killed = kill_state_hosts_when(name, checkpoints_completed(2))
     first = job.execute(max_epochs=12, on_epoch=kill)
     assert killed, "the state host was killed mid-run"
     assert first.restarts >= 1
