@@ -84,6 +84,7 @@ def ack_everything(coordinator: Coordinator, checkpoint_id: int) -> None:
 def test_a_checkpoint_runs_from_trigger_to_completion_as_typed_events(
     coordinator: Coordinator, tmp_path: Path
 ) -> None:
+    coordinator.epoch_final(3, json.dumps({"src": {"offset": 300}}), "{}")  # the job runs: checkpoints start
     triggered = next_event(coordinator, CheckpointTriggered)
     assert triggered.kind == "checkpoint"
     coordinator.epoch_final(4, json.dumps({"src": {"offset": 400}}), "{}")

@@ -245,6 +245,8 @@ impl Shared {
         }
         let (grants, effects) = run.coordinator.on_progress(progress);
         self.dispatch(&run, effects);
+        // A first processed epoch lets periodic checkpoints start.
+        self.wake.notify_one();
         let barriers = grants
             .into_iter()
             .map(|grant| GrantedBarrier {
@@ -537,9 +539,15 @@ impl CoordinatorDriver {
     /// Epoch `cut.epoch` succeeded; a triggered checkpoint may take it as its cut.
     pub async fn epoch_final(&self, cut: EpochCut) -> Result<()> {
         self.ensure_open()?;
+        let now = self.shared.now();
         let mut run = self.shared.run.lock().await;
-        let effects = run.coordinator.on_epoch_final(cut);
+        let mut effects = run.coordinator.on_epoch_final(cut);
+        // The first final epoch of a run lets periodic checkpoints start. One
+        // overdue by then (the first epoch started hosts and workers) starts
+        // before the next epoch does, so it can cut at this one.
+        effects.extend(run.coordinator.on_tick(now));
         self.shared.dispatch(&run, effects);
+        self.shared.wake.notify_one();
         Ok(())
     }
 

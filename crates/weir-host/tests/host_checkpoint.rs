@@ -55,6 +55,10 @@ fn start_coordinator(runtime: &Runtime) -> Job {
     let driver = runtime
         .block_on(CoordinatorDriver::start(options, server))
         .expect("starts");
+    // The job runs (epoch 0 is final), so periodic checkpoints start.
+    runtime
+        .block_on(driver.epoch_final(EpochCut::default()))
+        .expect("running");
     Job {
         driver,
         storage,

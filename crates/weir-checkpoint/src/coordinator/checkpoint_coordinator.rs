@@ -206,7 +206,8 @@ impl CheckpointCoordinator {
     /// Runs again after a restart, from `retention` (rebuilt by the restart,
     /// with the same number retained as the config): the failure count and
     /// any failed or stopped state are cleared, the next checkpoint is due one
-    /// interval after `now`, ids continue, statistics are kept.
+    /// interval after `now` once the new run runs (an epoch of it is final
+    /// or processed), ids continue, statistics are kept.
     pub fn resume(&mut self, now: Timestamp, retention: Retention) {
         self.retention = retention;
         self.policy = TriggerPolicy::new(&self.config, now);
@@ -542,11 +543,18 @@ impl CheckpointCoordinator {
     /// The periodic trigger policy's decision, or `None` when no periodic
     /// checkpoint may start at all (failed, restarting, stopping or stopped,
     /// or out of reserved ids).
+    /// Periodic checkpoints wait until the job runs: an epoch of this run
+    /// became final or a subtask processed one. A barrier cuts no earlier,
+    /// and a run's first epoch also starts its state hosts and Python
+    /// workers, so a checkpoint triggered during it would wait for all of
+    /// that (Flink likewise triggers none until every task is running).
     fn periodic_decision(&self, now: Timestamp) -> Option<TriggerDecision> {
+        let runs = self.last_cut.is_some() || self.running.processed();
         let held_back = self.job_failed
             || self.suspended
             || self.stopped
             || self.stopping.is_some()
+            || !runs
             || self.ids_left() == 0;
         (!held_back).then(|| self.policy.decide(now, &self.trigger_facts()))
     }
@@ -724,7 +732,15 @@ mod tests {
         c
     }
 
+    /// A coordinator whose job runs: epoch 0 is final, so periodic
+    /// checkpoints follow the interval.
     fn coordinator_with(config: CheckpointConfig) -> CheckpointCoordinator {
+        let mut c = not_running(config);
+        c.on_epoch_final(cut(0));
+        c
+    }
+
+    fn not_running(config: CheckpointConfig) -> CheckpointCoordinator {
         CheckpointCoordinator::new(CoordinatorOptions {
             job_id: JobId::new("job").expect("valid"),
             config,
@@ -837,6 +853,36 @@ mod tests {
 
     fn grants(answer: &(Vec<BarrierGrant>, Vec<CoordinatorEffect>)) -> Vec<(u64, u64)> {
         answer.0.iter().map(|g| (g.id.0, g.cut.0)).collect()
+    }
+
+    #[test]
+    fn periodic_checkpoints_wait_for_a_final_epoch_of_the_run() {
+        let mut c = not_running(config());
+        let late = Timestamp(3 * INTERVAL);
+        assert!(
+            triggered(&c.on_tick(late)).is_empty(),
+            "the job has not run yet"
+        );
+        assert_eq!(c.next_wakeup(late), None, "only an event can start them");
+        c.on_epoch_final(cut(1));
+        assert_eq!(triggered(&c.on_tick(late)), vec![1], "overdue once it runs");
+        complete(&mut c, 1, 2, late.0 + 10);
+        c.resume(Timestamp(4 * INTERVAL), Retention::new(NonZeroUsize::MIN));
+        assert!(
+            triggered(&c.on_tick(Timestamp(9 * INTERVAL))).is_empty(),
+            "a restarted run waits again"
+        );
+    }
+
+    #[test]
+    fn periodic_checkpoints_start_once_a_subtask_processed_an_epoch_in_a_running_job() {
+        let mut c = not_running(config());
+        let late = Timestamp(3 * INTERVAL);
+        c.on_epochs_planned(vec![cut(1), cut(2)]);
+        c.on_progress(&progress(0, None, Some(1)));
+        assert!(triggered(&c.on_tick(late)).is_empty(), "epoch 1 only began");
+        c.on_progress(&progress(0, Some(1), Some(2)));
+        assert_eq!(triggered(&c.on_tick(late)), vec![1]);
     }
 
     /// Several epochs run in one Spark job: a checkpoint triggered meanwhile
@@ -955,19 +1001,19 @@ mod tests {
         c.on_progress(&progress(0, None, Some(1)));
         c.suspend(Timestamp(500));
         c.resume(Timestamp(500), Retention::new(NonZeroUsize::MIN));
+        c.on_epoch_final(cut(0));
         assert_eq!(triggered(&c.on_tick(Timestamp(1_500))), [1]);
         let answer = c.on_progress(&progress(0, Some(1), Some(2)));
         assert!(answer.0.is_empty() && answer.1.is_empty());
     }
 
     /// An idle job's checkpoint takes the newest final epoch as its cut,
-    /// with what was recorded for it; before any final epoch (or after a
-    /// restart) there is nothing to take.
+    /// with what was recorded for it; after a restart there is nothing to
+    /// take until an epoch is final again.
     #[test]
     fn an_idle_job_cuts_at_its_newest_final_epoch() {
         let mut c = coordinator_with(config());
         assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
-        assert!(c.cut_at_last_final().is_empty(), "no final epoch yet");
         let mut recorded = cut(3);
         recorded
             .sources
@@ -1375,6 +1421,12 @@ mod tests {
         assert!(c.on_tick(Timestamp(1_400)).is_empty());
         // A restart forgets the request: the new generation asks again if it must.
         c.resume(Timestamp(1_500), Retention::new(NonZeroUsize::MIN));
+        assert_eq!(
+            c.next_wakeup(Timestamp(1_500)),
+            None,
+            "the new run has not run yet"
+        );
+        c.on_epoch_final(cut(2));
         assert_eq!(c.next_wakeup(Timestamp(1_500)), Some(Timestamp(2_500)));
     }
 
@@ -1460,6 +1512,7 @@ mod tests {
             ..options()
         })
         .expect("valid");
+        c.on_epoch_final(cut(0));
         assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [42]);
         assert_eq!(
             c.on_ack(Timestamp(1_001), ack(41, 0)).0,
@@ -1475,6 +1528,7 @@ mod tests {
             ..options()
         })
         .expect("valid");
+        c.on_epoch_final(cut(0));
         assert_eq!(c.ids_left(), 2);
         assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [5]);
         let (sp, _) = c
@@ -1561,6 +1615,7 @@ mod tests {
         c.suspend(Timestamp(1_200));
         c.resume(Timestamp(1_200), Retention::new(NonZeroUsize::MIN));
         assert!(!c.is_job_failed());
+        c.on_epoch_final(cut(2));
         assert_eq!(triggered(&c.on_tick(Timestamp(2_200))), [2]);
     }
 

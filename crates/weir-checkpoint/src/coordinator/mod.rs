@@ -24,6 +24,9 @@
 //!     history: 10,
 //!     retention: None,
 //! })?;
+//! // Periodic checkpoints start once the job runs: an epoch of it is final.
+//! assert_eq!(coordinator.next_wakeup(Timestamp(0)), None);
+//! coordinator.on_epoch_final(EpochCut { epoch: Epoch(1), ..EpochCut::default() });
 //! assert_eq!(coordinator.next_wakeup(Timestamp(0)), Some(Timestamp(10_000)));
 //! let effects = coordinator.on_tick(Timestamp(10_000));
 //! assert!(matches!(effects[..], [CoordinatorEffect::Triggered { id: CheckpointId(1), .. }]));

@@ -59,6 +59,10 @@ pub(crate) struct RunningEpochs {
     planned: BTreeMap<Epoch, EpochCut>,
     /// The newest epoch any subtask began.
     begun: Option<Epoch>,
+    /// The first epoch a subtask began in this run.
+    first: Option<Epoch>,
+    /// Whether a subtask reported that epoch, or a later one, processed.
+    processed: bool,
 }
 
 impl RunningEpochs {
@@ -93,6 +97,14 @@ impl RunningEpochs {
     /// Notes the epoch `progress` says its subtask begins.
     pub(crate) fn on_progress(&mut self, progress: &EpochProgress) {
         self.begun = self.begun.max(progress.next).max(progress.done);
+        self.first = self.first.or(progress.next);
+        self.processed |= self.first.is_some_and(|first| progress.done >= Some(first));
+    }
+
+    /// Whether a subtask processed an epoch of this run: it runs, however
+    /// long its first epoch took (starting a state host, a Python worker).
+    pub(crate) fn processed(&self) -> bool {
+        self.processed
     }
 }
 

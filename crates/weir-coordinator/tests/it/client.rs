@@ -138,13 +138,14 @@ pub async fn start_with(adjust: impl FnOnce(&mut DriverOptions), server: ServerO
     }
 }
 
-/// Starts a driver with `options`.
+/// Starts a driver with `options` whose job runs (epoch 0 is final), so
+/// periodic checkpoints start.
 pub async fn launch(options: DriverOptions, server: ServerOptions) -> Driver {
-    Driver::new(
-        CoordinatorDriver::start(options, server)
-            .await
-            .expect("starts"),
-    )
+    let driver = CoordinatorDriver::start(options, server)
+        .await
+        .expect("starts");
+    driver.epoch_final(cut(0)).await.expect("running");
+    Driver::new(driver)
 }
 
 /// Waits until `check` holds (a condition that must come true, not a
@@ -196,10 +197,12 @@ pub async fn ack_all(addr: SocketAddr, id: CheckpointId) {
     }
 }
 
-/// Runs the next periodic checkpoint to completion at cut `epoch`: waits
-/// for its trigger, reports the epoch final, acks it, waits for completion.
+/// Runs the next periodic checkpoint to completion at cut `epoch`: reports
+/// the epoch before it final (the job runs, also after a restart), waits for
+/// the trigger, reports `epoch` final, acks it, waits for completion.
 /// Returns its id and path.
 pub async fn complete_next(driver: &Driver, epoch: u64) -> (CheckpointId, String) {
+    driver.epoch_final(cut(epoch - 1)).await.expect("running");
     let id = driver.next_trigger().await;
     driver.epoch_final(cut(epoch)).await.expect("running");
     ack_all(driver.local_addr(), id).await;

@@ -582,3 +582,31 @@ async fn shutdown_aborts_a_checkpoint_still_in_flight_and_deletes_its_files() {
         "a checkpoint that can no longer complete leaves nothing behind"
     );
 }
+
+#[tokio::test]
+async fn periodic_checkpoints_wait_until_the_job_runs_and_an_overdue_one_starts_at_its_first_final_epoch()
+ {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let driver =
+        weir_coordinator::CoordinatorDriver::start(crate::client::options(dir.path()), server())
+            .await
+            .expect("starts");
+    // Ten intervals pass while the first epoch would start hosts and workers.
+    let before = driver.poll_events(Duration::from_millis(200)).await;
+    assert!(
+        !before
+            .iter()
+            .any(|e| matches!(e, DriverEvent::CheckpointTriggered { .. })),
+        "nothing is triggered before the job runs: {before:?}"
+    );
+    driver.epoch_final(cut(1)).await.expect("running");
+    // Already queued when the final epoch is reported, before a next epoch could begin.
+    let after = driver.poll_events(Duration::ZERO).await;
+    assert!(
+        after.iter().any(
+            |e| matches!(e, DriverEvent::CheckpointTriggered { id, .. } if *id == CheckpointId(1))
+        ),
+        "{after:?}"
+    );
+    driver.shutdown(false).await.expect("shuts down");
+}
