@@ -271,7 +271,7 @@ impl CheckpointCoordinator {
     /// [`on_tick`](Self::on_tick)), e.g. when a bounded job's input ended and
     /// its last output waits for a checkpoint to be published. The interval
     /// then counts from it. Nothing starts while periodic checkpoints are
-    /// held back (restarting, stopping, failed).
+    /// held back (restarting, stopping, failed, not running yet).
     pub fn request_checkpoint(&mut self) {
         self.requested = true;
     }
@@ -542,12 +542,12 @@ impl CheckpointCoordinator {
 
     /// The periodic trigger policy's decision, or `None` when no periodic
     /// checkpoint may start at all (failed, restarting, stopping or stopped,
-    /// or out of reserved ids).
-    /// Periodic checkpoints wait until the job runs: an epoch of this run
-    /// became final or a subtask processed one. A barrier cuts no earlier,
-    /// and a run's first epoch also starts its state hosts and Python
-    /// workers, so a checkpoint triggered during it would wait for all of
-    /// that (Flink likewise triggers none until every task is running).
+    /// out of reserved ids, or the run not running yet).
+    ///
+    /// A run runs once an epoch of it became final or a subtask processed
+    /// one. Its first epoch also starts the state hosts and Python workers,
+    /// so a checkpoint triggered during it would wait for all of that (Flink
+    /// likewise triggers none until every task is running).
     fn periodic_decision(&self, now: Timestamp) -> Option<TriggerDecision> {
         let runs = self.last_cut.is_some() || self.running.processed();
         let held_back = self.job_failed
