@@ -245,7 +245,8 @@ impl Shared {
         }
         let (grants, effects) = run.coordinator.on_progress(progress);
         self.dispatch(&run, effects);
-        // A first processed epoch lets periodic checkpoints start.
+        // The report may show the run's first processed epoch, which lets
+        // periodic checkpoints start: the timer looks again.
         self.wake.notify_one();
         let barriers = grants
             .into_iter()
