@@ -556,12 +556,9 @@ impl CoordinatorDriver {
     /// after each records (see [`CheckpointCoordinator::on_epochs_planned`]).
     pub async fn epochs_planned(&self, cuts: Vec<EpochCut>) -> Result<()> {
         self.ensure_open()?;
-        self.shared
-            .run
-            .lock()
-            .await
-            .coordinator
-            .on_epochs_planned(cuts);
+        let mut run = self.shared.run.lock().await;
+        let effects = run.coordinator.on_epochs_planned(cuts);
+        self.shared.dispatch(&run, effects);
         Ok(())
     }
 

@@ -25,6 +25,10 @@ The rules it implements:
   coordinator what a checkpoint cut after each of them records, so a
   checkpoint triggered while they run cuts between them (the tasks take its
   barrier at that epoch boundary) instead of waiting for the job to end.
+  One triggered before any task of the job began its first epoch (the job
+  still reads and shuffles its input) cuts at the newest final epoch: the
+  driver hands that barrier to the hosts while the job runs, and every task
+  is granted it at its start too (a host takes it once).
 - Exactly-once output is published when a checkpoint covering it completes
   and, as in Flink, never on an intermediate savepoint (failover restores
   checkpoints, so a savepoint's output would be published twice); a
@@ -411,7 +415,8 @@ class Fail:
 @dataclass(frozen=True)
 class DeliverBarrier:
     """Hand a checkpoint's barrier to every subtask's host now, between epochs (the hosts have
-    committed its cut and begin nothing else meanwhile); answer with :class:`BarrierDelivered`."""
+    committed its cut and begin nothing else meanwhile) or while a Spark job's tasks have yet to
+    begin its first epoch; answer with :class:`BarrierDelivered`."""
 
     barrier: BarrierInjected
     generation: int
@@ -526,9 +531,10 @@ class Driver:
         for request in facts.requests:
             self._request(request, effects)
         if self.running is not None and self.fatal is None:
-            # Nothing else runs beside a Spark job: restoring waits for its end.
+            # Nothing else runs beside a Spark job but a barrier's delivery: restoring
+            # waits for its end.
             self.deferred = self.deferred or failure
-            return Decision(tuple(effects), AwaitJob(IDLE_POLL_S))
+            return Decision(tuple(effects), self._beside_the_job())
         failure, self.deferred = failure or self.deferred, None
         action = self._action(facts.now, failure, effects)
         return Decision(tuple(effects), action)
@@ -558,12 +564,44 @@ class Driver:
             self._barrier_delivered(outcome, effects)
         return None
 
+    def _beside_the_job(self) -> Action:
+        """Awaits the running Spark job, or first hands the hosts a barrier cut at the newest
+        final epoch: the coordinator takes that cut while a job runs only before any of its
+        tasks began an epoch, so the hosts still hold exactly its state, and the checkpoint
+        need not wait for the job's input to be read and shuffled."""
+        generation = self.generation
+        if (
+            self.options.in_job_cuts
+            and self.deferred is None
+            and generation is not None
+            and generation.undelivered
+            and generation.undelivered[0].cut == generation.final_epoch
+        ):
+            return self._deliver_oldest(generation)
+        return AwaitJob(IDLE_POLL_S)
+
+    def _deliver_oldest(self, generation: _Generation) -> DeliverBarrier:
+        return DeliverBarrier(
+            generation.undelivered[0],
+            generation.number,
+            self._operator_orders(generation),
+            self._incremental_base(),
+        )
+
     def _barrier_delivered(self, outcome: BarrierDelivered, effects: list[Effect]) -> None:
         generation = self._current()
         if not generation.undelivered:
             return
         barrier = generation.undelivered.pop(0)
         if outcome.error is None:
+            return
+        if self.running is not None:
+            effects.append(
+                Log(
+                    f"the barrier of {barrier.kind} {barrier.id} did not reach every state host "
+                    f"({_first_line(outcome.error)}); the running job's tasks take it at their start"
+                )
+            )
             return
         # The tasks of the next epoch carry it; hosts that took it already ignore it.
         generation.barrier = barrier
@@ -728,12 +766,7 @@ class Driver:
             self.recorded_final = False
             return Wait(0.0)
         if generation.undelivered:
-            return DeliverBarrier(
-                generation.undelivered[0],
-                generation.number,
-                self._operator_orders(generation),
-                self._incremental_base(),
-            )
+            return self._deliver_oldest(generation)
         if self.finished_savepoint is not None:
             return Finish(self.finished_savepoint)
         if self.options.max_epochs is not None and self.epochs_succeeded >= self.options.max_epochs:

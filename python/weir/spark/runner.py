@@ -666,7 +666,8 @@ class Runner:
 
     def deliver_barrier(self, action: d.DeliverBarrier) -> d.BarrierDelivered:
         """Hands a barrier to every subtask's owner host from the driver: no Spark job, and the
-        checkpoint's uploads start before the next epoch is even planned."""
+        checkpoint's uploads start before the next epoch is even planned (or while the running
+        job still reads its input, for a cut its tasks have yet to pass)."""
         order = d.EpochOrder(
             epochs=(self.driver.epoch,),
             generation=action.generation,

@@ -577,6 +577,38 @@ def test_every_barrier_cut_inside_a_job_reaches_the_hosts_after_it() -> None:
     assert isinstance(decision.action, PlanInput)
 
 
+def test_a_barrier_cut_before_a_job_began_goes_to_the_hosts_while_it_runs() -> None:
+    shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
+    shell.start()
+    shell.run_data_epoch(100)
+    decision = shell.step(
+        InputPlanned(True, {"next": 500}, False, ({"next": 200}, {"next": 300}, {"next": 400}))
+    )
+    assert isinstance(decision.action, RunEpoch)
+    # The coordinator cut at the newest final epoch (1) before any task began epoch 2.
+    decision = shell.step(None, (CheckpointTriggered(1, "checkpoint"), barrier(1, 1)))
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(1, 1)
+    assert [o.final_epoch for o in decision.action.operators] == [1]
+    decision = shell.step(BarrierDelivered(1))
+    assert decision.action == AwaitJob(0.2)
+    # A cut inside the job waits for its end; a failed delivery is left to the tasks.
+    decision = shell.step(None, (CheckpointTriggered(2, "checkpoint"), barrier(2, 3)))
+    assert decision.action == AwaitJob(0.2)
+    decision = shell.succeed(5)
+    assert isinstance(decision.action, DeliverBarrier) and decision.action.barrier == barrier(2, 3)
+    decision = shell.step(BarrierDelivered(2))
+    decision = shell.step(InputPlanned(True, {"next": 600}, False))
+    assert isinstance(decision.action, RunEpoch)
+    decision = shell.step(None, (CheckpointTriggered(3, "checkpoint"), barrier(3, 5)))
+    assert isinstance(decision.action, DeliverBarrier)
+    decision = shell.step(BarrierDelivered(3, StateLostError("the host of subtask 1 is gone")))
+    assert any("the running job's tasks take it" in e.message for e in shell.of(Log))
+    assert decision.action == AwaitJob(0.2)
+    assert isinstance(shell.succeed(6).action, PlanInput)
+    decision = shell.step(InputPlanned(True, {"next": 700}, False))
+    assert decision.action.order.barrier is None, "the next job carries nothing"
+
+
 def test_a_checkpoint_cut_inside_a_failed_job_publishes_and_is_restored() -> None:
     shell = Shell(epochs_per_job=4, deliver_barriers=True, in_job_cuts=True)
     shell.start()

@@ -328,13 +328,17 @@ impl CheckpointCoordinator {
     /// with what a checkpoint cut after each one records: a checkpoint
     /// triggered while they run may cut between them (see
     /// [`on_progress`](Self::on_progress)). Epochs not after the newest
-    /// final one are ignored.
-    pub fn on_epochs_planned(&mut self, cuts: Vec<EpochCut>) {
+    /// final one are ignored. A checkpoint waiting for a cut takes the
+    /// newest final epoch now (see [`cut_before_the_job`](Self::cut_before_the_job)).
+    pub fn on_epochs_planned(&mut self, cuts: Vec<EpochCut>) -> Vec<CoordinatorEffect> {
         let last = self.last_cut.as_ref().map(|c| c.epoch);
         self.running.plan(
             cuts.into_iter()
                 .filter(|c| last.is_none_or(|l| c.epoch > l)),
         );
+        let mut effects = Vec::new();
+        self.cut_before_the_job(&mut effects);
+        effects
     }
 
     /// A subtask reached an epoch boundary inside a running Spark job. The
@@ -392,6 +396,25 @@ impl CheckpointCoordinator {
             self.take_cut(&cut, &mut effects);
         }
         effects
+    }
+
+    /// While planned epochs wait to begin (their Spark job reads and
+    /// shuffles its input, which takes a second or two on a large epoch),
+    /// the oldest checkpoint waiting for a cut takes the newest final epoch
+    /// instead of the first boundary a task reports after it: every subtask
+    /// still holds exactly that epoch's state, and each one reports it as
+    /// its start, where it is granted the barrier before it begins (the
+    /// driver may hand it to the hosts sooner).
+    fn cut_before_the_job(&mut self, effects: &mut Vec<CoordinatorEffect>) {
+        if self.job_failed || self.suspended {
+            return;
+        }
+        let Some(last) = self.last_cut.clone() else {
+            return;
+        };
+        if self.running.waits_to_begin(last.epoch) {
+            self.take_cut(&last, effects);
+        }
     }
 
     /// The oldest checkpoint waiting for a cut takes `cut`.
@@ -597,6 +620,7 @@ impl CheckpointCoordinator {
             self.requested = false;
         }
         effects.push(CoordinatorEffect::Triggered { id, kind });
+        self.cut_before_the_job(effects);
         id
     }
 
@@ -937,14 +961,26 @@ mod tests {
     }
 
     /// A checkpoint triggered before any subtask began the job's first epoch
-    /// cuts at the newest final epoch, and its barrier goes with the first
-    /// report; an epoch nobody planned is never a cut.
+    /// cuts at the newest final epoch at once (its barrier may go to the
+    /// hosts while the job's input is read), and each subtask is granted it
+    /// with its first report; an epoch nobody planned is never a cut.
     #[test]
     fn a_checkpoint_before_the_first_epoch_cuts_at_the_newest_final_one() {
         let mut c = coordinator_with(config());
         c.on_epoch_final(cut(3));
-        c.on_epochs_planned(vec![cut(4)]);
-        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        assert!(c.on_epochs_planned(vec![cut(4)]).is_empty());
+        let effects = c.on_tick(Timestamp(1_000));
+        assert_eq!(triggered(&effects), [1]);
+        assert!(
+            matches!(
+                effects[..],
+                [
+                    CoordinatorEffect::Triggered { .. },
+                    CoordinatorEffect::InjectBarrier { cut: Epoch(3), .. }
+                ]
+            ),
+            "cut at the trigger: {effects:?}"
+        );
         assert_eq!(
             grants(&c.on_progress(&progress(0, Some(3), Some(4)))),
             [(1, 3)]
@@ -968,6 +1004,29 @@ mod tests {
             fresh.on_progress(&progress(0, Some(8), None)).0[..],
             [BarrierGrant { cut: Epoch(8), .. }]
         ));
+    }
+
+    /// A checkpoint triggered between two Spark jobs takes the newest final
+    /// epoch once the next job's epochs are planned, not at that job's
+    /// first boundary; once a subtask began one, it waits for a boundary.
+    #[test]
+    fn a_checkpoint_waiting_when_a_job_is_planned_cuts_before_it_begins() {
+        let mut c = coordinator_with(config());
+        c.on_epoch_final(cut(2));
+        assert_eq!(triggered(&c.on_tick(Timestamp(1_000))), [1]);
+        assert!(matches!(
+            c.on_epochs_planned(vec![cut(3), cut(4)])[..],
+            [CoordinatorEffect::InjectBarrier { cut: Epoch(2), .. }]
+        ));
+        assert_eq!(
+            grants(&c.on_progress(&progress(0, Some(2), Some(3)))),
+            [(1, 2)]
+        );
+        assert_eq!(written(&ack_all(&mut c, 1, 1_100)), [1]);
+        c.on_metadata_stored(Timestamp(1_100), CheckpointId(1));
+        let effects = c.on_tick(Timestamp(2_100));
+        assert_eq!(triggered(&effects), [2]);
+        assert_eq!(effects.len(), 1, "subtask 0 began epoch 3: {effects:?}");
     }
 
     /// A run that ends aborts what is still in flight, without counting a

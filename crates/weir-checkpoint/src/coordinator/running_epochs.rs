@@ -101,6 +101,12 @@ impl RunningEpochs {
         self.processed |= self.first.is_some_and(|first| progress.done >= Some(first));
     }
 
+    /// Whether epochs after `final_epoch` are planned and no subtask began
+    /// one yet: a cut at `final_epoch` is then one no subtask has passed.
+    pub(crate) fn waits_to_begin(&self, final_epoch: Epoch) -> bool {
+        !self.planned.is_empty() && self.begun.is_none_or(|begun| begun <= final_epoch)
+    }
+
     /// Whether a subtask processed an epoch of this run: it runs, however
     /// long its first epoch took (starting a state host, a Python worker).
     pub(crate) fn processed(&self) -> bool {

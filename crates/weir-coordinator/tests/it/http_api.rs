@@ -199,6 +199,16 @@ async fn progress_reports_inside_a_running_job_get_the_barrier_at_the_cut() {
         })
         .collect();
     job.driver.epochs_planned(planned).await.expect("planned");
+    // Both subtasks began epoch 2 before the trigger, so it cannot cut at epoch 1.
+    for subtask in 0..2 {
+        let start = report_progress(&url, &token, None, &report(1, subtask, 1, 2))
+            .await
+            .expect("answers");
+        assert!(
+            start.barriers.is_empty(),
+            "nothing triggered yet: {start:?}"
+        );
+    }
     let id = job.driver.next_trigger().await;
     // Nobody is past epoch 2: it is the cut, and the reporter takes it now.
     let first = report_progress(&url, &token, None, &report(1, 0, 2, 3))
