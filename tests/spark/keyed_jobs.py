@@ -171,8 +171,17 @@ def checkpoints_completed(count: int) -> Callable[[EpochProgress], bool]:
 
 
 def after_a_checkpoint(progress: EpochProgress) -> bool:
-    """True once the job's first checkpoint completed."""
+    """True once the job's first checkpoint completed. Give the job
+    ``LONG_ENOUGH_FOR_A_CHECKPOINT``: on a fast machine five epochs of one Spark job
+    can all end before the first checkpoint completes, and nothing would act."""
     return bool(progress.checkpoints)
+
+
+LONG_ENOUGH_FOR_A_CHECKPOINT: dict[str, Any] = {"rows_per_epoch": N // 20, "epochs_per_job": 1}
+"""``keyed_average_job`` options for a run that outlasts its first checkpoints: twenty
+epochs, each its own Spark job (each tens of ms at least), so ``on_epoch`` sees them
+complete while epochs are left to run (CI once ran all five epochs of the default job
+in 0.3 s, the first checkpoint cutting after the last)."""
 
 
 def from_epoch(epoch: int) -> Callable[[EpochProgress], bool]:

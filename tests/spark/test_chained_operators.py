@@ -127,7 +127,9 @@ def test_three_steps_with_a_task_failure_in_the_second_step(
 
 
 def test_three_steps_with_a_state_host_killed(spark: SparkSession, tmp_path: Path, events: Path) -> None:
-    job, out = three_step_job(spark, tmp_path, events, name="three-step-host-killed")
+    # Each epoch its own Spark job, so the callback sees the first checkpoint
+    # complete while epochs are left (see keyed_jobs.after_a_checkpoint).
+    job, out = three_step_job(spark, tmp_path, events, name="three-step-host-killed", epochs_per_job=1)
     kill, killed = kill_state_hosts_when("three-step-host-killed", after_a_checkpoint)
     result = job.execute(on_epoch=kill)
     assert killed and result.restarts >= 1

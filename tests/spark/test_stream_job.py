@@ -30,6 +30,7 @@ from keyed_average import FailingOnce, KeyedAverage, expected  # noqa: E402
 from keyed_jobs import (  # noqa: E402
     EXPECTED,
     KEYS,
+    LONG_ENOUGH_FOR_A_CHECKPOINT,
     N,
     after_a_checkpoint,
     assert_exactly_once,
@@ -221,7 +222,7 @@ def test_exactly_once_when_a_task_fails_part_way(spark: SparkSession, tmp_path: 
 
 def test_exactly_once_when_the_state_host_is_killed(spark: SparkSession, tmp_path: Path) -> None:
     job, out = keyed_average_job(
-        spark, tmp_path, KeyedAverage(), name="avg-host-killed", rows_per_epoch=10_000
+        spark, tmp_path, KeyedAverage(), name="avg-host-killed", **LONG_ENOUGH_FOR_A_CHECKPOINT
     )
     kill, killed = kill_state_hosts_when("avg-host-killed", after_a_checkpoint)
     result = job.execute(on_epoch=kill)
@@ -402,7 +403,9 @@ def test_stop_with_savepoint_and_resume_rescaled(
     spark: SparkSession, tmp_path: Path, new_parallelism: int
 ) -> None:
     savepoints = tmp_path / "savepoints"
-    job, out = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
+    job, out = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints), **LONG_ENOUGH_FOR_A_CHECKPOINT
+    )
     stopped = job.execute(on_epoch=stop_with_savepoint_when(job, after_a_checkpoint))
     assert stopped.savepoint is not None
     assert Path(stopped.savepoint, "_metadata").exists()
@@ -435,7 +438,9 @@ def test_a_savepoint_the_job_ends_before_fails_instead_of_waiting_forever(
 
 def test_a_savepoint_with_state_of_a_removed_operator_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     savepoints = tmp_path / "savepoints"
-    job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints))
+    job, _ = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), savepoint_dir=str(savepoints), **LONG_ENOUGH_FOR_A_CHECKPOINT
+    )
     stopped = job.execute(on_epoch=stop_with_savepoint_when(job, after_a_checkpoint))
     assert stopped.savepoint is not None
 
