@@ -120,7 +120,9 @@ def test_three_steps_with_a_task_failure_in_the_second_step(
 ) -> None:
     marker, arm = tmp_path / "failed", tmp_path / "armed"
     failing = FailingOnce(PerUser(), str(marker), after=2_000, armed_by=str(arm))
-    job, out = three_step_job(spark, tmp_path, events, per_user=failing)
+    # Each epoch its own Spark job, so a checkpoint completes (and arms the
+    # failure) while epochs are left (see keyed_jobs.after_a_checkpoint).
+    job, out = three_step_job(spark, tmp_path, events, per_user=failing, epochs_per_job=1)
     result = job.execute(on_epoch=lambda p: arm.touch() if p.checkpoints else None)
     assert marker.exists() and result.restarts == 1
     assert_three_step_output(spark, out)

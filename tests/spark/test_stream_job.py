@@ -730,7 +730,9 @@ def test_checkpoints_aborted_by_timeout_cancel_their_uploads(spark: SparkSession
 def test_an_interrupted_job_is_cancelled_and_cleans_up_as_configured(
     spark: SparkSession, tmp_path: Path, cleanup: str
 ) -> None:
-    job, _ = keyed_average_job(spark, tmp_path, KeyedAverage(), name="avg-cancel", rows_per_epoch=20_000)
+    job, _ = keyed_average_job(
+        spark, tmp_path, KeyedAverage(), name="avg-cancel", **LONG_ENOUGH_FOR_A_CHECKPOINT
+    )
     job.set_checkpoint_config(CheckpointConfig(interval_ms=300, externalized_cleanup=cleanup))
     job_dir = tmp_path / "ckpt" / "avg-cancel"
 

@@ -60,10 +60,11 @@ def test_a_savepoint_publishes_nothing_that_a_failover_replays(spark: SparkSessi
         tmp_path,
         FailingOnce(KeyedAverage(), str(marker), after=2_000, armed_by=str(arm)),
         savepoint_dir=str(tmp_path / "savepoints"),
-        # Small epochs, and a first checkpoint early: the job must still be
-        # running when the savepoint completes and arms the failure.
+        # Small epochs, each its own Spark job, and a first checkpoint early: the
+        # job must still be running when the savepoint completes and arms the failure.
         interval_ms=1_000,
         rows_per_epoch=5_000,
+        epochs_per_job=1,
     )
     savepoints: list[str] = []
 
