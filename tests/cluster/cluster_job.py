@@ -71,10 +71,12 @@ def session() -> Any:
 def main(config_path: str) -> int:
     """Runs the job of the JSON config: ``name``, ``checkpoint_dir``, ``out``,
     ``trace``, ``n``, ``keys``, ``rows_per_epoch``, ``parallelism``,
-    ``storage_options``, ``restore`` (``"latest"`` or absent) and ``tls`` (the
-    arguments of :class:`~weir.TlsFiles`, or absent)."""
+    ``storage_options``, ``restore`` (``"latest"`` or absent), ``epochs_per_job``
+    (absent: the default) and ``tls`` (the arguments of :class:`~weir.TlsFiles`, or
+    absent)."""
     from weir import TlsFiles
     from weir.spark import StreamJob, restart, sinks, sources
+    from weir.spark.api import DEFAULT_EPOCHS_PER_JOB
 
     config = json.loads(Path(config_path).read_text())
     spark = session()
@@ -90,6 +92,7 @@ def main(config_path: str) -> int:
         # An executor lost mid-epoch can fail more than one attempt before Spark replaces it.
         restart_strategy=restart.fixed_delay(10, 1.0),
         tls=TlsFiles(**config["tls"]) if config.get("tls") else None,
+        epochs_per_job=config.get("epochs_per_job", DEFAULT_EPOCHS_PER_JOB),
     )
     job.enable_checkpointing(300)
     events = job.from_source(

@@ -27,6 +27,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 JOB = Path(__file__).resolve().parent / "cluster_job.py"
 RUN_LIMIT_S = 600
+OUTLASTS_ITS_FIRST_CHECKPOINT = {"epochs_per_job": 1}
+"""``start`` options for a run killed once a checkpoint completed: each of its ten epochs
+its own Spark job, so epochs are left to run when the test, polling from outside, sees
+the checkpoint (with jobs of four epochs a fast machine can finish the run first)."""
 
 
 def start(tmp: Path, name: str, **config: object) -> subprocess.Popen[str]:
@@ -137,7 +141,7 @@ def test_tasks_of_one_subtask_run_on_both_executors_over_tls(tmp_path: Path) -> 
 
 def test_an_executor_killed_mid_run(tmp_path: Path) -> None:
     name = "cluster-executor-killed"
-    driver = start(tmp_path, name)
+    driver = start(tmp_path, name, **OUTLASTS_ITS_FIRST_CHECKPOINT)
     killed: list[int] = []
 
     def executors() -> list[int]:
@@ -151,7 +155,7 @@ def test_an_executor_killed_mid_run(tmp_path: Path) -> None:
 
 def test_a_state_host_killed_mid_run(tmp_path: Path) -> None:
     name = "cluster-host-killed"
-    driver = start(tmp_path, name)
+    driver = start(tmp_path, name, **OUTLASTS_ITS_FIRST_CHECKPOINT)
     killed: list[int] = []
     hosts = lambda: processes("weir-host", f"weir-{name}-")  # noqa: E731
     result = finish(driver, kill_once(lambda: checkpoint_completed(tmp_path, name), hosts, killed))
@@ -174,7 +178,7 @@ def test_s3_checkpoints_survive_a_killed_driver(tmp_path: Path, moto: Moto) -> N
         run = subprocess.run(cli, capture_output=True, text=True, env=env, check=False)
         return run.stdout if run.returncode == 0 else ""
 
-    first = start(tmp_path, name, **settings)
+    first = start(tmp_path, name, **settings, **OUTLASTS_ITS_FIRST_CHECKPOINT)
     deadline = time.monotonic() + RUN_LIMIT_S
     while first.poll() is None and time.monotonic() < deadline and "completed" not in listed():
         time.sleep(0.5)

@@ -325,7 +325,7 @@ DRIVER = textwrap.dedent(
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
     job = StreamJob(spark, name="avg-driver", checkpoint_dir={ckpt!r}, parallelism=2,
-                    state_backend="rocksdb", restore="latest")
+                    state_backend="rocksdb", restore="latest", epochs_per_job=1)
     job.enable_checkpointing(300)
     events = job.from_source(sources.generator({n}, keys={keys}, rows_per_epoch={rows}),
                              uid="events")
@@ -358,6 +358,8 @@ def test_exactly_once_when_the_driver_is_killed(spark: SparkSession, tmp_path: P
             rows=10_000,
         )
     )
+    # Twenty epochs, each its own Spark job (``epochs_per_job=1`` in the script), so epochs
+    # are left to run when this loop, polling from outside, sees the first checkpoint.
     first = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
     deadline = time.monotonic() + 240
     lineage = ckpt / "avg-driver" / "_lineage"
