@@ -170,6 +170,83 @@ fn struct_batches_round_trip_with_null_fields_and_rows() {
     }
 }
 
+fn ints(values: &[Option<i64>]) -> ArrayRef {
+    Arc::new(Int64Array::from(values.to_vec()))
+}
+
+fn read_ints(s: &mut Subtask, state: StateId, names: &[&str]) -> Vec<Option<i64>> {
+    let got = s.get_batch(state, &keys(names)).expect("reads");
+    got.as_primitive::<Int64Type>().iter().collect()
+}
+
+/// A write after a batch read reuses where the read found its entries
+/// (heap), so a write of other keys, of another state or of another length
+/// must still land on its own keys.
+#[test]
+fn a_batch_write_after_a_batch_read_writes_its_own_keys() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = open(backend.clone(), dir.path());
+        let n = register(&mut s, "n", StateKind::Value, ValueType::Int64);
+        let m = register(&mut s, "m", StateKind::Value, ValueType::Int64);
+        let abc = ["a", "b", "c"];
+        s.put_batch(n, &keys(&abc), &ints(&[Some(1), Some(2), Some(3)]))
+            .expect("writes");
+
+        read_ints(&mut s, n, &abc);
+        s.put_batch(
+            n,
+            &keys(&["c", "a", "b"]),
+            &ints(&[Some(30), Some(10), Some(20)]),
+        )
+        .expect("writes other keys");
+        assert_eq!(
+            read_ints(&mut s, n, &abc),
+            [Some(10), Some(20), Some(30)],
+            "{backend:?}"
+        );
+
+        s.put_batch(m, &keys(&abc), &ints(&[Some(7), Some(8), Some(9)]))
+            .expect("writes another state");
+        assert_eq!(
+            read_ints(&mut s, n, &abc),
+            [Some(10), Some(20), Some(30)],
+            "{backend:?}"
+        );
+        assert_eq!(
+            read_ints(&mut s, m, &abc),
+            [Some(7), Some(8), Some(9)],
+            "{backend:?}"
+        );
+
+        read_ints(&mut s, n, &["a", "a", "b", "d"]);
+        s.put_batch(
+            n,
+            &keys(&["a", "a", "b", "d"]),
+            &ints(&[Some(5), Some(6), None, Some(4)]),
+        )
+        .expect("writes the keys it read");
+        s.put_batch(
+            n,
+            &keys(&["a", "a", "b", "d"]),
+            &ints(&[Some(5), Some(6), None, Some(4)]),
+        )
+        .expect("writes them again");
+        assert_eq!(
+            read_ints(&mut s, n, &["a", "b", "c", "d"]),
+            [Some(6), None, Some(30), Some(4)],
+            "{backend:?}: later rows win and a null clears"
+        );
+        s.put_batch(n, &keys(&["b", "c"]), &ints(&[Some(2), None]))
+            .expect("writes fewer rows");
+        assert_eq!(
+            read_ints(&mut s, n, &["b", "c"]),
+            [Some(2), None],
+            "{backend:?}"
+        );
+    }
+}
+
 #[test]
 fn batches_of_the_wrong_type_or_length_change_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -58,7 +58,7 @@ pub use bytes::SmallBytes;
 pub use epoch::{DiscardDecision, EpochLog, EpochStatus, FinalizeDecision, PendingEpoch};
 pub use error::{Result, StateError};
 pub use frozen::{EntryPayload, FrozenKeyedState, StateEntry};
-pub use heap::HeapKeyedStateBackend;
+pub use heap::{EntryHint, HeapKeyedStateBackend, PREFETCH_AHEAD};
 pub use key::{StateKey, list_items, push_list_item};
 pub use operator::{
     OPERATOR_STATE_VERSION, OperatorListSnapshot, OperatorStateSnapshot, OperatorStateStore,

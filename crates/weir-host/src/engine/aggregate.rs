@@ -336,7 +336,7 @@ pub(super) fn run(
     // Disjoint borrows: the backend and the reused encoding buffer.
     let Subtask { keyed, scratch, .. } = subtask;
     for i in 0..keys.len() {
-        keyed.prefetch_ahead(state, keys, i);
+        keyed.prefetch_ahead(state, keys, i, &[]);
         let input = reader.get(i);
         if input.is_none() && aggregation.count_window.is_some() {
             // A null input fills no window.

@@ -39,7 +39,7 @@ pub use upload::{SubtaskSnapshot, SubtaskUpload, UploadFuture};
 pub use weir_checkpoint::SubtaskRestore;
 
 use incremental::UploadedCheckpoints;
-use keyed::KeyedBackend;
+use keyed::{FoundEntries, KeyedBackend};
 use workdir::OwnedDir;
 
 /// One operator subtask's keyed and operator state, in this process.
@@ -61,6 +61,8 @@ pub struct Subtask {
     last_begun: Option<Epoch>,
     /// Reused encoding buffer of the per-row paths.
     scratch: Vec<u8>,
+    /// Where the last batch read found its entries, for the write after it.
+    found: FoundEntries,
     /// The RocksDB directory, removed on drop; declared after `keyed` so the
     /// database closes before its files go.
     _dir: Option<OwnedDir>,
@@ -125,6 +127,7 @@ impl Subtask {
             uploaded: Arc::default(),
             last_begun: None,
             scratch: Vec::new(),
+            found: FoundEntries::default(),
             _dir: dir,
             work_dir: work_dir.to_owned(),
         }

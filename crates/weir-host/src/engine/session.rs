@@ -111,22 +111,25 @@ impl SubtaskSession for Subtask {
 
     fn get_values(&mut self, state: StateId, keys: &KeyBatch) -> Result<BinaryArray> {
         let mut out = binary_builder(keys.len(), 8);
-        self.keyed.get_values(state, keys, |value| {
-            out.append_option(value);
-            Ok::<_, HostError>(())
-        })?;
+        self.keyed
+            .get_values(state, keys, &mut self.found, |value| {
+                out.append_option(value);
+                Ok::<_, HostError>(())
+            })?;
         Ok(out.finish())
     }
 
     fn put_values(&mut self, state: StateId, keys: &KeyBatch, values: &BinaryArray) -> Result<()> {
         check_rows(keys, values, "values")?;
         self.descriptor_of(state, VALUE_KINDS, "value")?;
+        let Self { keyed, found, .. } = self;
+        let found = found.take_for(state, keys.len());
         for i in 0..keys.len() {
-            self.keyed.prefetch_ahead(state, keys, i);
+            keyed.prefetch_ahead(state, keys, i, found);
             if values.is_null(i) {
-                self.keyed.clear(state, keys.key(i))?;
+                keyed.clear(state, keys.key(i))?;
             } else {
-                self.keyed.put_value(state, keys.key(i), values.value(i))?;
+                keyed.put_value_at(state, keys, i, found, values.value(i))?;
             }
         }
         Ok(())
@@ -136,13 +139,14 @@ impl SubtaskSession for Subtask {
         let descriptor = self.descriptor_of(state, VALUE_KINDS, "value")?;
         let (name, ty) = (descriptor.name.clone(), descriptor.value_type.clone());
         let mut out = ColumnBuilder::new(&name, &ty, keys.len())?;
-        self.keyed.get_values(state, keys, |value| {
-            match value {
-                Some(bytes) => out.append_encoded(bytes, &ty)?,
-                None => out.append_null(),
-            }
-            Ok::<_, HostError>(())
-        })?;
+        self.keyed
+            .get_values(state, keys, &mut self.found, |value| {
+                match value {
+                    Some(bytes) => out.append_encoded(bytes, &ty)?,
+                    None => out.append_null(),
+                }
+                Ok::<_, HostError>(())
+            })?;
         out.finish()
     }
 
@@ -151,16 +155,22 @@ impl SubtaskSession for Subtask {
         let descriptor = self.descriptor_of(state, VALUE_KINDS, "value")?;
         let (name, ty) = (descriptor.name.clone(), descriptor.value_type.clone());
         let column = ArrowColumn::new(&name, &ty, values.as_ref())?;
-        let Self { keyed, scratch, .. } = self;
+        let Self {
+            keyed,
+            scratch,
+            found,
+            ..
+        } = self;
+        let found = found.take_for(state, keys.len());
         for i in 0..keys.len() {
-            keyed.prefetch_ahead(state, keys, i);
+            keyed.prefetch_ahead(state, keys, i, found);
             if values.is_null(i) {
                 keyed.clear(state, keys.key(i))?;
                 continue;
             }
             scratch.clear();
             encode_with(&column.row(i), &ty, scratch).map_err(EncodeError::into_type_mismatch)?;
-            keyed.put_value(state, keys.key(i), scratch)?;
+            keyed.put_value_at(state, keys, i, found, scratch)?;
         }
         Ok(())
     }

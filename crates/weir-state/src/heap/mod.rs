@@ -19,6 +19,7 @@ mod table;
 mod undo;
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -39,6 +40,12 @@ use frozen::HeapFrozenState;
 use group_load::HeapGroupLoad;
 use table::{Slot, SlotKey, StateTable};
 use undo::{MapUndo, UndoLog, UndoTarget};
+
+pub use table::EntryHint;
+
+/// How many keys ahead of its read a batch read prefetches an entry: enough
+/// for the reads in between to cover a memory wait.
+pub const PREFETCH_AHEAD: usize = 16;
 
 /// Keyed state of one subtask, held in memory (see the module docs).
 ///
@@ -123,6 +130,80 @@ impl HeapKeyedStateBackend {
         match &self.data[state.0 as usize] {
             StateData::Map(t) => t,
             StateData::Bytes(_) => unreachable!("map states hold map tables"),
+        }
+    }
+
+    /// Reads the values of `keys` in value, reducing or aggregating state
+    /// `state`, in order, as [`get_value`](KeyedStateBackend::get_value)
+    /// does, and passes `each` every value (`None`: absent) with where its
+    /// entry lies, for a write of it soon after
+    /// ([`put_value_at`](Self::put_value_at)).
+    ///
+    /// Each key is hashed once, and its entry is prefetched
+    /// [`PREFETCH_AHEAD`] keys before it is read, so the reads of a batch's
+    /// random keys overlap their memory waits.
+    pub fn get_values_at<'k, E: From<StateError>>(
+        &self,
+        state: StateId,
+        keys: impl IntoIterator<Item = StateKey<'k>>,
+        mut each: impl FnMut(Option<&[u8]>, Option<EntryHint>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.states.get(state, Access::Value)?;
+        let table = self.bytes(state);
+        let mut keys = keys.into_iter();
+        let mut ahead = VecDeque::with_capacity(PREFETCH_AHEAD + 1);
+        loop {
+            while ahead.len() <= PREFETCH_AHEAD {
+                let Some(key) = keys.next() else { break };
+                let group = self.group_index(key.key_group);
+                let k = SlotKey::new(key.key, key.namespace);
+                if let Ok(group) = group {
+                    table.prefetch(group, k);
+                }
+                ahead.push_back((group, k));
+            }
+            let Some((group, k)) = ahead.pop_front() else {
+                return Ok(());
+            };
+            match table.find(group?, k) {
+                Some((slot, hint)) => each(Some(&slot.payload), hint)?,
+                None => each(None, None)?,
+            }
+        }
+    }
+
+    /// Writes `value` at `key` of value state `state`, as
+    /// [`put_value`](KeyedStateBackend::put_value) does; `at`, where
+    /// [`get_values_at`](Self::get_values_at) found the entry, saves the
+    /// lookup while the entry still lies there.
+    pub fn put_value_at(
+        &mut self,
+        state: StateId,
+        key: StateKey<'_>,
+        at: Option<EntryHint>,
+        value: &[u8],
+    ) -> Result<()> {
+        let group = self.locate(state, key.key_group, Access::Value)?;
+        if let Some(at) = at {
+            let (epoch, log) = open_log(&self.epochs, &mut self.undo)?;
+            let StateData::Bytes(table) = &mut self.data[state.0 as usize] else {
+                unreachable!("value states hold byte tables");
+            };
+            if let Some(slot) = table.get_mut_at(group, at, key.key, key.namespace) {
+                write_in_epoch(slot, false, (epoch, log), state, group);
+                slot.payload.set(value);
+                return Ok(());
+            }
+        }
+        self.write_bytes(state, group, key, |payload| payload.set(value))
+    }
+
+    /// Hints the CPU to load the entry of value state `state` in
+    /// `key_group` that `at` says, ahead of a
+    /// [`put_value_at`](Self::put_value_at).
+    pub fn prefetch_at(&self, state: StateId, key_group: KeyGroup, at: EntryHint) {
+        if let Ok(group) = self.locate(state, key_group, Access::Value) {
+            self.bytes(state).prefetch_at(group, at);
         }
     }
 

@@ -130,7 +130,12 @@ impl<P> Slot<P> {
 
     #[inline]
     fn matches(&self, k: SlotKey<'_>) -> bool {
-        short_eq(self.key(), k.key) && short_eq(self.namespace(), k.namespace)
+        self.is_at(k.key, k.namespace)
+    }
+
+    #[inline]
+    fn is_at(&self, key: &[u8], namespace: &[u8]) -> bool {
+        short_eq(self.key(), key) && short_eq(self.namespace(), namespace)
     }
 
     /// Whether `other` has the same key and namespace.
@@ -206,6 +211,18 @@ impl OwnedSlotKey {
 
 type Bucket<P> = HashTable<Slot<P>>;
 
+/// Where an entry lay when a lookup found it: its bucket within the key
+/// group and its index in that bucket. A write of the same key soon after
+/// goes straight there, with no hash and no probe, if the entry still lies
+/// there: inserts, removals and splits in between may move entries, so the
+/// write checks the key it finds first, and a hint is never wrong, only
+/// stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryHint {
+    bucket: u32,
+    index: u32,
+}
+
 /// The entries of one key group of one state.
 #[derive(Debug, Clone)]
 pub(crate) struct GroupTable<P> {
@@ -229,6 +246,40 @@ impl<P: Clone> GroupTable<P> {
 
     fn get(&self, k: SlotKey<'_>) -> Option<&Slot<P>> {
         self.buckets[self.bucket_index(k.hash)].find(k.hash, |s| s.matches(k))
+    }
+
+    /// The entry at `k` and where it lies.
+    fn find(&self, k: SlotKey<'_>) -> Option<(&Slot<P>, Option<EntryHint>)> {
+        let b = self.bucket_index(k.hash);
+        let bucket = &self.buckets[b];
+        let index = bucket.find_bucket_index(k.hash, |s| s.matches(k))?;
+        let hint = match (u32::try_from(b), u32::try_from(index)) {
+            (Ok(bucket), Ok(index)) => Some(EntryHint { bucket, index }),
+            _ => None,
+        };
+        Some((bucket.get_bucket(index)?, hint))
+    }
+
+    /// Whatever entry lies where `hint` says.
+    fn slot_at(&self, hint: EntryHint) -> Option<&Slot<P>> {
+        self.buckets
+            .get(hint.bucket as usize)?
+            .get_bucket(hint.index as usize)
+    }
+
+    /// The entry at `key` and `namespace` for writing, if it lies where
+    /// `hint` says (copy-on-write: a bucket a snapshot shares is copied
+    /// first). The key is checked in the copy too, which need not keep
+    /// entries at their indices.
+    fn slot_at_mut(
+        &mut self,
+        hint: EntryHint,
+        key: &[u8],
+        namespace: &[u8],
+    ) -> Option<&mut Slot<P>> {
+        Arc::make_mut(self.buckets.get_mut(hint.bucket as usize)?)
+            .get_bucket_mut(hint.index as usize)
+            .filter(|slot| slot.is_at(key, namespace))
     }
 
     /// Starts loading the first slot whose control byte matches `k`'s hash
@@ -337,6 +388,41 @@ impl<P: Clone> StateTable<P> {
     /// The entry at `k` in key group index `group`.
     pub(crate) fn get(&self, group: usize, k: SlotKey<'_>) -> Option<&Slot<P>> {
         self.groups[group].get(k)
+    }
+
+    /// The entry at `k` in key group index `group`, and where it lies (for
+    /// [`get_mut_at`](Self::get_mut_at)).
+    pub(crate) fn find(
+        &self,
+        group: usize,
+        k: SlotKey<'_>,
+    ) -> Option<(&Slot<P>, Option<EntryHint>)> {
+        self.groups[group].find(k)
+    }
+
+    /// The entry at `key` and `namespace` in key group index `group` for
+    /// writing (copy-on-write), if it still lies where `hint` says.
+    pub(crate) fn get_mut_at(
+        &mut self,
+        group: usize,
+        hint: EntryHint,
+        key: &[u8],
+        namespace: &[u8],
+    ) -> Option<&mut Slot<P>> {
+        // Checked before any copy, so a stale hint copies nothing a
+        // snapshot shares.
+        if !self.groups[group].slot_at(hint)?.is_at(key, namespace) {
+            return None;
+        }
+        Arc::make_mut(&mut self.groups[group]).slot_at_mut(hint, key, namespace)
+    }
+
+    /// Asks the CPU to load whatever entry lies where `hint` says: no hash,
+    /// and the bucket's control bytes are those its lookup read.
+    pub(crate) fn prefetch_at(&self, group: usize, hint: EntryHint) {
+        if let Some(slot) = self.groups[group].slot_at(hint) {
+            prefetch_read(slot);
+        }
     }
 
     /// Asks the CPU to load the entry at `k` ahead of its lookup. A batch's

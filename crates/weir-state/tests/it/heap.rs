@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use weir_state::{
-    EntryPayload, FrozenKeyedState, HeapKeyedStateBackend, KeyGroupLoad, KeyedStateBackend,
-    StateError, StateId, StateKey, load_key_groups, push_list_item,
+    EntryHint, EntryPayload, FrozenKeyedState, HeapKeyedStateBackend, KeyGroupLoad,
+    KeyedStateBackend, StateError, StateId, StateKey, load_key_groups, push_list_item,
 };
 use weir_types::{
     Attempt, Epoch, KeyGroup, KeyGroupRange, MaxParallelism, StateDescriptor, StateKind, ValueType,
@@ -390,6 +390,102 @@ fn prefetching_changes_nothing_and_ignores_what_an_access_would_refuse() {
     assert_eq!(value(&mut b, b"absent"), None);
     commit_final(&mut b, 1, 0);
     assert_eq!(dump(&*b.snapshot_sync().expect("all final")).len(), 1);
+}
+
+/// The batch read's entry hints of `keys`, in order, with their values.
+fn read_at(
+    b: &HeapKeyedStateBackend,
+    keys: &[Vec<u8>],
+) -> Vec<(Option<Vec<u8>>, Option<EntryHint>)> {
+    let mut read = Vec::new();
+    b.get_values_at(VALUE, keys.iter().map(|k| key(k)), |value, at| {
+        read.push((value.map(<[u8]>::to_vec), at));
+        Ok::<_, StateError>(())
+    })
+    .expect("reads");
+    read
+}
+
+#[test]
+fn writes_at_a_read_entry_hint_land_on_the_key_even_once_entries_moved() {
+    let mut b = backend();
+    let keys: Vec<Vec<u8>> = (0..200_u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    begin(&mut b, 1, 0);
+    for k in &keys[..100] {
+        b.put_value(VALUE, key(k), b"base").expect("writes");
+    }
+    commit_final(&mut b, 1, 0);
+    let before = b.snapshot_sync().expect("all final");
+
+    let read = read_at(&b, &keys);
+    assert!(
+        read[..100]
+            .iter()
+            .all(|(v, at)| v.as_deref() == Some(&b"base"[..]) && at.is_some())
+    );
+    assert!(
+        read[100..]
+            .iter()
+            .all(|(v, at)| v.is_none() && at.is_none())
+    );
+    begin(&mut b, 2, 0);
+    // Writes through a hint that is not the key's own, or that inserts
+    // and removals since made stale, go to the key all the same.
+    let hints: Vec<Option<EntryHint>> = read.iter().map(|(_, at)| *at).collect();
+    b.put_value_at(VALUE, key(&keys[0]), hints[1], b"zero")
+        .expect("writes");
+    for i in 0..5000_u32 {
+        b.put_value(VALUE, key(&(1000 + i).to_le_bytes()), b"more")
+            .expect("writes");
+    }
+    b.clear(VALUE, key(&keys[2])).expect("clears");
+    for (i, k) in keys.iter().enumerate().skip(1) {
+        b.put_value_at(VALUE, key(k), hints[i], b"new")
+            .expect("writes");
+    }
+    let now = read_at(&b, &keys);
+    assert_eq!(now[0].0.as_deref(), Some(&b"zero"[..]));
+    assert!(
+        now[1..]
+            .iter()
+            .all(|(v, _)| v.as_deref() == Some(&b"new"[..]))
+    );
+    assert_eq!(
+        value(&mut b, &1000_u32.to_le_bytes()),
+        Some(b"more".to_vec())
+    );
+
+    // The snapshot kept what it saw, and discarding the epoch undoes the
+    // writes made through hints like any others.
+    let base = dump(&*before);
+    assert_eq!(base.len(), 100);
+    b.discard_from(Epoch(2)).expect("discards");
+    assert_eq!(dump(&*b.snapshot_sync().expect("all final")), base);
+}
+
+#[test]
+fn batch_reads_refuse_what_single_reads_refuse() {
+    let mut b = backend();
+    let read = |b: &HeapKeyedStateBackend, state: StateId, k: StateKey<'_>| {
+        b.get_values_at(state, [k], |_, _| Ok::<_, StateError>(()))
+    };
+    assert!(matches!(
+        read(&b, MAP, key(b"k")),
+        Err(StateError::WrongKind { .. })
+    ));
+    assert!(matches!(
+        read(&b, VALUE, StateKey::new(KeyGroup(6), b"k")),
+        Err(StateError::KeyGroupOutOfRange { .. })
+    ));
+    begin(&mut b, 1, 0);
+    b.put_value(VALUE, key(b"k"), b"1").expect("writes");
+    let at = read_at(&b, &[b"k".to_vec()])[0].1;
+    assert!(
+        b.put_value_at(LIST, key(b"k"), at, b"2").is_err(),
+        "a list state"
+    );
+    b.prefetch_at(MAP, key(b"k").key_group, at.expect("found"));
+    assert_eq!(value(&mut b, b"k"), Some(b"1".to_vec()));
 }
 
 #[test]
