@@ -367,7 +367,7 @@ impl RocksDbKeyedStateBackend {
         let name = self
             .cf_names
             .get(id.0 as usize)
-            .ok_or(StateError::UnknownState(id))?;
+            .ok_or_else(|| StateError::UnknownState(id))?;
         Ok(self
             .db
             .cf_handle(name)

@@ -99,7 +99,7 @@ impl EpochLog {
     pub fn write_epoch(&self) -> Result<Epoch> {
         self.open()
             .map(|(epoch, _)| epoch)
-            .ok_or(StateError::NoOpenEpoch)
+            .ok_or_else(|| StateError::NoOpenEpoch)
     }
 
     /// Succeeds when every epoch is final, so the backend's data is exactly

@@ -114,7 +114,7 @@ impl StateRegistry {
         let d = self
             .descriptors
             .get(state.0 as usize)
-            .ok_or(StateError::UnknownState(state))?;
+            .ok_or_else(|| StateError::UnknownState(state))?;
         if access.allows(d.kind) {
             Ok(d)
         } else {

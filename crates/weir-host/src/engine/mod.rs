@@ -208,9 +208,7 @@ impl Subtask {
         self.keyed
             .descriptors()
             .get(state.0 as usize)
-            .ok_or(HostError::State(weir_state::StateError::UnknownState(
-                state,
-            )))
+            .ok_or_else(|| HostError::State(weir_state::StateError::UnknownState(state)))
     }
 }
 

@@ -233,7 +233,7 @@ fn copy_entries(frozen: &dyn FrozenKeyedState, into: &mut dyn KeyedStateBackend)
         frozen.for_each_entry(key_group, &mut |entry| {
             let state = *ids
                 .get(entry.state.0 as usize)
-                .ok_or(StateError::UnknownState(entry.state))?;
+                .ok_or_else(|| StateError::UnknownState(entry.state))?;
             ingest(StateEntry { state, ..entry })
         })
     };
