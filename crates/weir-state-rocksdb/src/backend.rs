@@ -364,10 +364,11 @@ impl RocksDbKeyedStateBackend {
 
     /// The column family of a registered state.
     pub(crate) fn cf(&self, id: StateId) -> Result<Arc<BoundColumnFamily<'_>>> {
-        let name = self
-            .cf_names
-            .get(id.0 as usize)
-            .ok_or_else(|| StateError::UnknownState(id))?;
+        // `let else`, not `ok_or`: that builds and drops the error on every
+        // access.
+        let Some(name) = self.cf_names.get(id.0 as usize) else {
+            return Err(StateError::UnknownState(id).into());
+        };
         Ok(self
             .db
             .cf_handle(name)

@@ -287,7 +287,9 @@ fn then<'a>(earlier: Option<Effect<'a>>, write: &'a Write) -> Effect<'a> {
 
 /// The prefix a map's clear names for `row`: the row without its user key.
 fn map_prefix(row: &[u8]) -> Result<&[u8]> {
-    let decoded = decode_row_key(row).ok_or_else(|| StateError::Corrupt { what: "row key" })?;
+    let Some(decoded) = decode_row_key(row) else {
+        return Err(StateError::Corrupt { what: "row key" });
+    };
     Ok(&row[..row.len() - decoded.user_key.len()])
 }
 
@@ -307,7 +309,9 @@ fn emit(
     value: &[u8],
     visit: &mut dyn FnMut(StateEntry<'_>) -> Result<()>,
 ) -> Result<()> {
-    let decoded = decode_row_key(row).ok_or_else(|| StateError::Corrupt { what: "row key" })?;
+    let Some(decoded) = decode_row_key(row) else {
+        return Err(StateError::Corrupt { what: "row key" });
+    };
     let payload = match kind {
         StateKind::Map => EntryPayload::MapEntry {
             user_key: decoded.user_key,

@@ -97,9 +97,11 @@ impl EpochLog {
     /// The epoch a write goes to; [`StateError::NoOpenEpoch`] when no attempt
     /// is open.
     pub fn write_epoch(&self) -> Result<Epoch> {
-        self.open()
-            .map(|(epoch, _)| epoch)
-            .ok_or_else(|| StateError::NoOpenEpoch)
+        // A match, not `ok_or`: that builds and drops the error on every write.
+        match self.open() {
+            Some((epoch, _)) => Ok(epoch),
+            None => Err(StateError::NoOpenEpoch),
+        }
     }
 
     /// Succeeds when every epoch is final, so the backend's data is exactly

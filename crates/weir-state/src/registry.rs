@@ -111,10 +111,11 @@ impl StateRegistry {
 
     /// The descriptor of `state`, checked to allow `access`.
     pub fn get(&self, state: StateId, access: Access) -> Result<&StateDescriptor> {
-        let d = self
-            .descriptors
-            .get(state.0 as usize)
-            .ok_or_else(|| StateError::UnknownState(state))?;
+        // `let else`, not `ok_or`: that builds and drops the error on every
+        // access.
+        let Some(d) = self.descriptors.get(state.0 as usize) else {
+            return Err(StateError::UnknownState(state));
+        };
         if access.allows(d.kind) {
             Ok(d)
         } else {

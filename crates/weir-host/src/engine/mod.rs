@@ -208,7 +208,9 @@ impl Subtask {
         self.keyed
             .descriptors()
             .get(state.0 as usize)
-            .ok_or_else(|| HostError::State(weir_state::StateError::UnknownState(state)))
+            .ok_or(HostError::State(weir_state::StateError::UnknownState(
+                state,
+            )))
     }
 }
 

@@ -231,9 +231,9 @@ fn copy_entries(frozen: &dyn FrozenKeyedState, into: &mut dyn KeyedStateBackend)
     let copy = |key_group: KeyGroup,
                 ingest: &mut dyn FnMut(StateEntry<'_>) -> weir_state::Result<()>| {
         frozen.for_each_entry(key_group, &mut |entry| {
-            let state = *ids
-                .get(entry.state.0 as usize)
-                .ok_or_else(|| StateError::UnknownState(entry.state))?;
+            let Some(&state) = ids.get(entry.state.0 as usize) else {
+                return Err(StateError::UnknownState(entry.state));
+            };
             ingest(StateEntry { state, ..entry })
         })
     };

@@ -597,11 +597,9 @@ where
 {
     list_items(payload)
         .map(|item| {
-            let item = item.ok_or_else(|| {
-                HostError::State(StateError::Corrupt {
-                    what: "a stored list payload",
-                })
-            })?;
+            let item = item.ok_or(HostError::State(StateError::Corrupt {
+                what: "a stored list payload",
+            }))?;
             decode_with(item, ty, builder)
         })
         .collect()
